@@ -1,0 +1,63 @@
+// core/runtime.cpp -- threads and the start-up banner (see runtime.h).
+#include "core/runtime.h"
+
+#include <Eigen/Core>
+#include <thread>
+
+#include "core/check.h"
+#include "core/saved.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#ifndef RAZOR_BUILD_TYPE
+#define RAZOR_BUILD_TYPE "unknown"
+#endif
+
+namespace razor {
+
+void set_num_threads(int n) {
+    if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
+    if (n <= 0) n = 1;
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#endif
+    Eigen::setNbThreads(n);
+}
+
+int num_threads() {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+bool openmp_enabled() {
+#ifdef _OPENMP
+    return true;
+#else
+    return false;
+#endif
+}
+
+const char* build_type() { return RAZOR_BUILD_TYPE; }
+
+std::string runtime_banner() {
+    std::string banner = fmt("razor | ", build_type(), " build | ");
+    banner += openmp_enabled() ? fmt("OpenMP on, ", num_threads(), " threads")
+                               : std::string("OpenMP OFF: single thread (slow; install libomp-dev or use g++)");
+#ifdef RAZOR_NATIVE_BUILD
+    banner += " | -march=native";
+#else
+    banner += " | portable ISA";
+#endif
+    banner += fmt(" | Eigen ", EIGEN_WORLD_VERSION, ".", EIGEN_MAJOR_VERSION, ".", EIGEN_MINOR_VERSION);
+    banner += " | save policy " + active_save_policy().name();
+    if (std::string(build_type()) == "Debug")
+        banner += "\n*** DEBUG BUILD: kernels are 10-50x slower; configure with -DCMAKE_BUILD_TYPE=Release ***";
+    return banner;
+}
+
+}  // namespace razor

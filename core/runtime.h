@@ -1,0 +1,20 @@
+// core/runtime.h -- threads and the start-up banner.
+//
+// razor parallelises with OpenMP (element-wise loops, conv over the batch, Eigen's GEMM). The thread count is
+// a run-time setting (set_num_threads, or --threads on the CLI), never an environment switch that hides the
+// fast path. The banner says what is active so no slow fallback goes unnoticed.
+#pragma once
+
+#include <string>
+
+namespace razor {
+
+void set_num_threads(int n);   // n <= 0: all hardware threads
+int num_threads();
+bool openmp_enabled();
+const char* build_type();      // "Release", "Debug", ...
+
+// "razor 0.1 | Release | OpenMP on, 2 threads | -march=native | Eigen 3.4.0 | save policy dense"
+std::string runtime_banner();
+
+}  // namespace razor

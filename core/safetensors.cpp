@@ -1,0 +1,192 @@
+// core/safetensors.cpp -- safetensors reader and atomic writer (see safetensors.h).
+#include "core/safetensors.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
+
+namespace razor {
+namespace {
+
+constexpr uint64_t kMaxHeaderBytes = 100u << 20;   // the format's own limit is 100 MB
+
+const char* st_dtype(DType dtype) {
+    switch (dtype) {
+        case DType::F32: return "F32";
+        case DType::I64: return "I64";
+        case DType::U8: return "U8";
+    }
+    return "?";
+}
+
+bool parse_st_dtype(const std::string& s, DType* out) {
+    if (s == "F32") *out = DType::F32;
+    else if (s == "I64") *out = DType::I64;
+    else if (s == "U8") *out = DType::U8;
+    else return false;
+    return true;
+}
+
+}  // namespace
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(fmt(path, ": cannot open for reading (", std::strerror(errno), "); hint: check the path"));
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad()) throw Error(fmt(path, ": read error"));
+    return bytes;
+}
+
+void write_file_atomic(const std::string& path, const std::string& bytes) {
+    const std::string tmp = fmt(path, ".tmp.", ::getpid());
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0)
+        throw Error(fmt(path, ": cannot create temporary file ", tmp, " (", std::strerror(errno),
+                        "); hint: check that the folder exists and is writable"));
+    size_t done = 0;
+    while (done < bytes.size()) {
+        ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            int err = errno;
+            ::close(fd);
+            ::unlink(tmp.c_str());
+            throw Error(fmt(path, ": write failed after ", done, " of ", bytes.size(), " bytes (", std::strerror(err),
+                            "); the previous file, if any, is untouched; hint: free disk space"));
+        }
+        done += static_cast<size_t>(n);
+    }
+    if (::fsync(fd) != 0 || ::close(fd) != 0) {
+        int err = errno;
+        ::unlink(tmp.c_str());
+        throw Error(fmt(path, ": fsync/close failed (", std::strerror(err), "); the previous file is untouched"));
+    }
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        int err = errno;
+        ::unlink(tmp.c_str());
+        throw Error(fmt(path, ": rename from ", tmp, " failed (", std::strerror(err), ")"));
+    }
+    // Make the rename itself durable.
+    std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
+    if (dir.empty()) dir = "/";
+    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+        ::fsync(dfd);
+        ::close(dfd);
+    }
+}
+
+SafeTensors parse_safetensors(const std::string& bytes, const std::string& file) {
+    if (bytes.size() < 8)
+        throw Error(fmt(file, ": not a safetensors file: expected at least 8 bytes (header length), got ",
+                        bytes.size(), "; hint: the file is truncated or of another format"));
+    uint64_t header_len = 0;
+    for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | static_cast<unsigned char>(bytes[i]);
+    if (header_len > kMaxHeaderBytes || header_len > bytes.size() - 8)
+        throw Error(fmt(file, ": safetensors header length ", header_len, " exceeds the file (", bytes.size(),
+                        " bytes) or the 100 MB limit; hint: the file is truncated or not a safetensors file"));
+    nlohmann::json header;
+    try {
+        header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(header_len));
+    } catch (const nlohmann::json::exception& e) {
+        throw Error(fmt(file, ": safetensors header is not valid JSON (", e.what(), ")"));
+    }
+    if (!header.is_object()) throw Error(fmt(file, ": safetensors header must be a JSON object"));
+
+    const uint64_t data_begin = 8 + header_len;
+    const uint64_t data_size = bytes.size() - data_begin;
+    SafeTensors out;
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;
+    for (const auto& [name, entry] : header.items()) {
+        if (name == "__metadata__") {
+            if (!entry.is_object()) throw Error(fmt(file, ": __metadata__ must be an object of strings"));
+            for (const auto& [k, v] : entry.items()) {
+                if (!v.is_string()) throw Error(fmt(file, ": __metadata__[", k, "] must be a string"));
+                out.metadata[k] = v.get<std::string>();
+            }
+            continue;
+        }
+        const std::string where = fmt(file, ": tensor '", name, "'");
+        if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
+            !entry.contains("data_offsets"))
+            throw Error(fmt(where, ": expected {dtype, shape, data_offsets}"));
+        const auto& jd = entry["dtype"];
+        DType dtype;
+        if (!jd.is_string() || !parse_st_dtype(jd.get<std::string>(), &dtype))
+            throw Error(fmt(where, ": unsupported dtype ", jd.dump(), "; hint: razor reads F32, I64 and U8 (save "
+                            "float tensors as float32)"));
+        const auto& js = entry["shape"];
+        if (!js.is_array() || js.size() > 8) throw Error(fmt(where, ": shape must be an array of at most 8 dims"));
+        Shape shape;
+        uint64_t numel = 1;
+        for (const auto& d : js) {
+            if (!d.is_number_unsigned()) throw Error(fmt(where, ": shape ", js.dump(), " has a non-integer entry"));
+            uint64_t v = d.get<uint64_t>();
+            if (v > data_size || (v && numel > data_size / v))
+                throw Error(fmt(where, ": shape ", js.dump(), " is larger than the file's data (", data_size,
+                                " bytes)"));
+            numel *= v;
+            shape.push_back(static_cast<int64_t>(v));
+        }
+        const auto& jo = entry["data_offsets"];
+        if (!jo.is_array() || jo.size() != 2 || !jo[0].is_number_unsigned() || !jo[1].is_number_unsigned())
+            throw Error(fmt(where, ": data_offsets must be [begin, end]"));
+        const uint64_t begin = jo[0].get<uint64_t>(), end = jo[1].get<uint64_t>();
+        const uint64_t expected = numel * dtype_size(dtype);
+        if (begin > end || end > data_size)
+            throw Error(fmt(where, ": data_offsets [", begin, ", ", end, "] fall outside the data section of ",
+                            data_size, " bytes; hint: the file is truncated"));
+        if (end - begin != expected)
+            throw Error(fmt(where, ": shape ", shape_str(shape), " ", st_dtype(dtype), " needs ", expected,
+                            " bytes, data_offsets give ", end - begin));
+        ranges.emplace_back(begin, end);
+        Tensor t = Tensor::empty(shape, dtype);
+        if (expected) std::memcpy(t.storage()->data, bytes.data() + data_begin + begin, expected);
+        out.tensors.emplace(name, std::move(t));
+    }
+    std::sort(ranges.begin(), ranges.end());
+    for (size_t i = 1; i < ranges.size(); ++i)
+        if (ranges[i].first < ranges[i - 1].second && ranges[i].first != ranges[i].second)
+            throw Error(fmt(file, ": two tensors' data_offsets overlap at byte ", ranges[i].first,
+                            "; hint: the file is corrupt"));
+    return out;
+}
+
+SafeTensors load_safetensors(const std::string& path) { return parse_safetensors(read_file(path), path); }
+
+std::string serialize_safetensors(const std::map<std::string, Tensor>& tensors,
+                                  const std::map<std::string, std::string>& metadata) {
+    nlohmann::ordered_json header;
+    if (!metadata.empty()) header["__metadata__"] = metadata;
+    uint64_t offset = 0;
+    std::vector<Tensor> packed;
+    for (const auto& [name, t] : tensors) {
+        Tensor c = t.contiguous();
+        header[name] = {{"dtype", st_dtype(c.dtype())}, {"shape", c.shape()}, {"data_offsets", {offset, offset + c.nbytes()}}};
+        offset += c.nbytes();
+        packed.push_back(c);
+    }
+    std::string json = header.dump();
+    while ((json.size() + 8) % 8 != 0) json += ' ';   // align the data section to 8 bytes
+    std::string out(8, '\0');
+    uint64_t len = json.size();
+    for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((len >> (8 * i)) & 0xff);
+    out += json;
+    for (const Tensor& c : packed)
+        out.append(static_cast<const char*>(c.storage()->data) + c.offset() * dtype_size(c.dtype()), c.nbytes());
+    return out;
+}
+
+void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+    write_file_atomic(path, serialize_safetensors(tensors, metadata));
+}
+
+}  // namespace razor

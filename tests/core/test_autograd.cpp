@@ -1,0 +1,115 @@
+// tests/core/test_autograd.cpp -- autograd semantics: accumulation, zero_grad, NoGradGuard, freeing, versions.
+#include "support/gradcheck.h"
+
+using namespace razor;
+using namespace razor::test;
+
+TEST_CASE("autograd: backward twice accumulates, zero_grad resets") {
+    Tensor a = Tensor::from_vector({3}, {1, 2, 3}).requires_grad_();
+    Tensor b = Tensor::from_vector({3}, {4, 5, 6}).requires_grad_();
+    for (int i = 0; i < 2; ++i) {
+        Tensor y = mul(a, b);
+        y.backward(Tensor::ones({3}));
+    }
+    CHECK(a.grad().to_vector() == std::vector<float>{8, 10, 12});
+    CHECK(b.grad().to_vector() == std::vector<float>{2, 4, 6});
+    a.zero_grad();
+    CHECK_FALSE(a.grad().defined());
+}
+
+TEST_CASE("autograd: retain_graph lets a second backward through the same graph accumulate") {
+    Tensor a = Tensor::from_vector({2}, {1, 2}).requires_grad_();
+    Tensor y = mul(a, a);
+    y.backward(Tensor::ones({2}), /*retain_graph=*/true);
+    y.backward(Tensor::ones({2}));
+    CHECK(a.grad().to_vector() == std::vector<float>{4, 8});
+}
+
+TEST_CASE("autograd: a second backward after the saved state was freed is a clear error") {
+    Tensor a = Tensor::from_vector({2}, {1, 2}).requires_grad_();
+    Tensor y = mul(a, a);
+    y.backward(Tensor::ones({2}));
+    CHECK_THROWS_WITH_AS(y.backward(Tensor::ones({2})), doctest::Contains("retain_graph"), Error);
+}
+
+TEST_CASE("autograd: a tensor used twice gets the sum of both gradients") {
+    Tensor a = Tensor::from_vector({2}, {3, -1}).requires_grad_();
+    Tensor y = add(mul(a, 2.f), relu(a));   // dy/da = 2 + 1[a > 0]
+    y.backward(Tensor::ones({2}));
+    CHECK(a.grad().to_vector() == std::vector<float>{3, 2});
+}
+
+TEST_CASE("autograd: NoGradGuard records nothing") {
+    Tensor a = randn_leaf({4}, 1);
+    {
+        NoGradGuard guard;
+        Tensor y = relu(mul(a, a));
+        CHECK_FALSE(y.requires_grad());
+        CHECK(y.grad_fn() == nullptr);
+        CHECK(TapeAccounting::instance().live().items == 0);
+    }
+    CHECK(grad_enabled());
+}
+
+TEST_CASE("autograd: saved state is freed right after backward; accounting returns to zero") {
+    Tensor a = randn_leaf({16, 16}, 2), b = randn_leaf({16, 16}, 3);
+    const TapeTotals before = TapeAccounting::instance().live();
+    CHECK(before.items == 0);
+    Tensor y = relu(mul(a, b));
+    const TapeTotals during = TapeAccounting::instance().live();
+    CHECK(during.items == 3);                              // a, b (mul) and the relu mask
+    CHECK(during.stored_bytes == 2 * 16 * 16 * 4 + 32);    // two dense inputs + 256 bits
+    y.backward(Tensor::ones({16, 16}));
+    CHECK(TapeAccounting::instance().live().items == 0);
+    CHECK(TapeAccounting::instance().live().stored_bytes == 0);
+}
+
+TEST_CASE("autograd: a storage saved by several nodes is counted once") {
+    Tensor a = randn_leaf({10}, 4);
+    Tensor y = add(mul(a, a), mul(a, 3.f));
+    // mul(a, a) saves a twice (as 'a' and as 'b'); the scalar mul saves nothing
+    CHECK(TapeAccounting::instance().live().stored_bytes == 40);
+    CHECK(TapeAccounting::instance().live().dense_bytes == 80);
+    y.backward(Tensor::ones({10}));
+    CHECK(TapeAccounting::instance().live().stored_bytes == 0);
+}
+
+TEST_CASE("autograd: modifying a saved tensor in place is an error naming the op") {
+    Tensor a = randn_leaf({4}, 5);
+    Tensor h = mul(a, 2.f);          // non-leaf
+    Tensor y = mul(h, h);            // saves h
+    {
+        NoGradGuard guard;
+        h.mul_(3.f);                 // in-place write bumps the version
+    }
+    CHECK_THROWS_WITH_AS(y.backward(Tensor::ones({4})), doctest::Contains("mul: a tensor (4) saved for backward was modified in place"), Error);
+}
+
+TEST_CASE("autograd: in-place write into a leaf that requires grad is refused while grad mode is on") {
+    Tensor a = randn_leaf({4}, 6);
+    CHECK_THROWS_AS(a.mul_(2.f), Error);
+    NoGradGuard guard;
+    CHECK_NOTHROW(a.mul_(2.f));
+}
+
+TEST_CASE("autograd: implicit gradient only for one-element outputs") {
+    Tensor a = randn_leaf({3}, 7);
+    Tensor y = mul(a, 2.f);
+    CHECK_THROWS_WITH_AS(y.backward(), doctest::Contains("one-element"), Error);
+}
+
+TEST_CASE("autograd: module path attribution and report") {
+    Tensor a = randn_leaf({8}, 8);
+    Tensor y;
+    {
+        NameScope outer("layer1");
+        NameScope inner("0");
+        y = relu(a);
+    }
+    auto records = TapeAccounting::instance().records();
+    REQUIRE(records.size() == 1);
+    CHECK(records[0].module_path == "layer1.0");
+    CHECK(records[0].op == "relu");
+    CHECK(TapeAccounting::instance().report().find("layer1.0  relu") != std::string::npos);
+    y.backward(Tensor::ones({8}));
+}

@@ -1,0 +1,68 @@
+// tests/core/test_tensor.cpp -- storage, views, allocator accounting, RNG, safetensors round trip.
+#include <unistd.h>
+
+#include "support/gradcheck.h"
+
+using namespace razor;
+using namespace razor::test;
+
+TEST_CASE("tensor: factories, views and contiguous copies") {
+    Tensor t = Tensor::arange(6);
+    Tensor v = t.as_strided({3, 2}, {1, 3}, 0);   // a transposed view of a (2, 3) matrix
+    CHECK_FALSE(v.is_contiguous());
+    CHECK(v.to_vector() == std::vector<float>{0, 3, 1, 4, 2, 5});
+    CHECK(v.same_storage(t));
+    Tensor c = v.contiguous();
+    CHECK(c.is_contiguous());
+    CHECK_FALSE(c.same_storage(t));
+    CHECK(Tensor::full({2}, 3.f).to_vector() == std::vector<float>{3, 3});
+    CHECK_THROWS_AS(Tensor::from_vector({2, 2}, {1, 2, 3}), Error);
+}
+
+TEST_CASE("tensor: the tracking allocator counts live and peak bytes") {
+    const MemoryStats before = memory_stats();
+    reset_peak_memory();
+    {
+        Tensor a = Tensor::empty({1024});      // 4 KiB
+        Tensor b = Tensor::empty({256}, DType::I64);   // 2 KiB
+        CHECK(memory_stats().live_bytes - before.live_bytes == 6144);
+    }
+    CHECK(memory_stats().live_bytes == before.live_bytes);
+    CHECK(memory_stats().peak_bytes - before.live_bytes == 6144);
+}
+
+TEST_CASE("rng: deterministic streams and restorable state") {
+    Generator a(42), b(42);
+    for (int i = 0; i < 10; ++i) CHECK(a.next_u64() == b.next_u64());
+    auto state = a.state();
+    const float x = a.normal();
+    a.set_state(state);
+    CHECK(a.normal() == x);
+    Generator c(0);
+    CHECK(c.next_u64() != 0);
+    double mean = 0;
+    for (int i = 0; i < 10000; ++i) mean += c.uniform();
+    CHECK(mean / 10000 == doctest::Approx(0.5).epsilon(0.02));
+}
+
+TEST_CASE("safetensors: round trip, and corrupt files give errors that name the file") {
+    const std::string path = "/tmp/razor_test_" + std::to_string(::getpid()) + ".safetensors";
+    std::map<std::string, Tensor> tensors = {{"w", Tensor::arange(5)},
+                                             {"idx", Tensor::from_vector_i64({2}, {7, -1})}};
+    save_safetensors(path, tensors, {{"epoch", "3"}});
+    SafeTensors back = load_safetensors(path);
+    CHECK(back.tensors.at("w").to_vector() == std::vector<float>{0, 1, 2, 3, 4});
+    CHECK(back.tensors.at("idx").to_vector_i64() == std::vector<int64_t>{7, -1});
+    CHECK(back.metadata.at("epoch") == "3");
+
+    std::string bytes = read_file(path);
+    CHECK_THROWS_WITH_AS(parse_safetensors(bytes.substr(0, bytes.size() - 4), "ckpt.st"),
+                         doctest::Contains("ckpt.st: tensor"), Error);
+    CHECK_THROWS_WITH_AS(parse_safetensors("abc", "x.st"), doctest::Contains("truncated"), Error);
+    std::string bad = bytes;
+    bad[6] = '\x7f';   // header length beyond the file
+    CHECK_THROWS_WITH_AS(parse_safetensors(bad, "y.st"), doctest::Contains("header length"), Error);
+    CHECK_THROWS_WITH_AS(load_safetensors("/nonexistent/file.safetensors"),
+                         doctest::Contains("/nonexistent/file.safetensors: cannot open"), Error);
+    ::unlink(path.c_str());
+}
