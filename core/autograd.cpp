@@ -30,20 +30,21 @@ bool grad_enabled() { return t_grad_enabled; }
 NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
 
-bool any_requires_grad(std::initializer_list<Tensor> inputs) {
+bool any_requires_grad(const Tensor* inputs, size_t count) {
     if (!t_grad_enabled) return false;
-    for (const Tensor& t : inputs)
-        if (t.defined() && t.requires_grad()) return true;
+    for (size_t i = 0; i < count; ++i)
+        if (inputs[i].defined() && inputs[i].requires_grad()) return true;
     return false;
 }
 
-void link_node(const std::shared_ptr<Node>& node, const char* op, std::initializer_list<Tensor> inputs,
+void link_node(const std::shared_ptr<Node>& node, const char* op, const Tensor* inputs, size_t count,
                const Tensor& output) {
     node->op_ = op;
     node->module_path_ = current_module_path();
     node->sequence_ = g_sequence.fetch_add(1, std::memory_order_relaxed);
-    node->edges_.reserve(inputs.size());
-    for (const Tensor& t : inputs) {
+    node->edges_.reserve(count);
+    for (size_t i = 0; i < count; ++i) {
+        const Tensor& t = inputs[i];
         Node::Edge edge;
         if (t.defined()) {
             edge.shape = t.shape();

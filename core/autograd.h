@@ -56,7 +56,7 @@ public:
     const std::vector<Edge>& edges() const { return edges_; }
 
 private:
-    friend void link_node(const std::shared_ptr<Node>& node, const char* op, std::initializer_list<Tensor> inputs,
+    friend void link_node(const std::shared_ptr<Node>& node, const char* op, const Tensor* inputs, size_t count,
                           const Tensor& output);
 
     std::string op_;
@@ -79,11 +79,14 @@ private:
 };
 
 // Connects `node` to the inputs' producers and makes it the output's grad_fn (use record<N> instead).
-void link_node(const std::shared_ptr<Node>& node, const char* op, std::initializer_list<Tensor> inputs,
+void link_node(const std::shared_ptr<Node>& node, const char* op, const Tensor* inputs, size_t count,
                const Tensor& output);
 
 // True when recording an op on these inputs would be useful.
-bool any_requires_grad(std::initializer_list<Tensor> inputs);
+bool any_requires_grad(const Tensor* inputs, size_t count);
+inline bool any_requires_grad(std::initializer_list<Tensor> inputs) {
+    return any_requires_grad(inputs.begin(), inputs.size());
+}
 
 // Records a node of type N for `op` if any input requires grad and grad mode is on; else returns nullptr.
 // Undefined tensors in `inputs` (an absent bias) are allowed and get no gradient.
@@ -91,7 +94,16 @@ template <class N>
 std::shared_ptr<N> record(const char* op, std::initializer_list<Tensor> inputs, const Tensor& output) {
     if (!any_requires_grad(inputs)) return nullptr;
     auto node = std::make_shared<N>();
-    link_node(node, op, inputs, output);
+    link_node(node, op, inputs.begin(), inputs.size(), output);
+    return node;
+}
+
+// The same for a run-time number of inputs (concat).
+template <class N>
+std::shared_ptr<N> record(const char* op, const std::vector<Tensor>& inputs, const Tensor& output) {
+    if (!any_requires_grad(inputs.data(), inputs.size())) return nullptr;
+    auto node = std::make_shared<N>();
+    link_node(node, op, inputs.data(), inputs.size(), output);
     return node;
 }
 
