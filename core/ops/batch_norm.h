@@ -1,0 +1,21 @@
+// core/ops/batch_norm.h -- batch normalisation over the channel dimension of (N, C) or (N, C, H, W).
+//
+// reference: torch.nn.functional.batch_norm. docs: docs/back-razor.md §5.4 (BN modes) and §6.3 (razored input).
+#pragma once
+
+#include "core/tensor.h"
+
+namespace razor {
+
+// x (N, C), (N, C, L) or (N, C, H, W); weight/bias (C) optional (undefined = affine off); running_mean/var (C)
+// optional, given together.
+// training=true: normalise with batch statistics (biased variance); if running stats are given, update them in place
+//   (running = (1-momentum)*running + momentum*batch; the running var takes the UNBIASED batch variance, as
+//   PyTorch) under no-grad, bumping their version. A module with PyTorch's momentum=None (cumulative average)
+//   passes momentum = 1/num_batches_tracked. Saves x (Activation), per-channel mean and rstd (Statistics).
+// training=false: normalise with the running stats (required): y = x*a + c per channel. Saves x only when weight
+//   requires grad (for gweight), so a frozen BN in eval mode saves nothing.
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                  const Tensor& running_var, bool training, float momentum = 0.1f, float eps = 1e-5f);
+
+}  // namespace razor

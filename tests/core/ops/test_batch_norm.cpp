@@ -1,0 +1,191 @@
+// tests/core/ops/test_batch_norm.cpp -- batch_norm: gradcheck (train/eval, affine on/off, NCHW and NC), PyTorch
+// parity (incl. running-stat updates and the cumulative num-batches average), errors, what is saved.
+#include "support/gradcheck.h"
+
+using namespace razor;
+using namespace razor::test;
+
+namespace {
+// Positive values (for weight, running_var): 0.5 + |N(0, 1)|.
+Tensor positive(const Shape& shape, uint64_t seed, bool requires_grad) {
+    Tensor t = randn_leaf(shape, seed).detach().clone();
+    float* p = t.f32();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = 0.5f + std::abs(p[i]);
+    if (requires_grad) t.requires_grad_();
+    return t;
+}
+Tensor constant(const Tensor& t) { return t.detach().clone(); }   // a fixture tensor as a plain (no-grad) copy
+}  // namespace
+
+TEST_CASE("batch_norm: gradcheck in training mode") {
+    SUBCASE("NCHW, affine") {
+        Tensor x = randn_leaf({3, 2, 3, 3}, 11, 2.f), w = positive({2}, 12, true), b = randn_leaf({2}, 13);
+        gradcheck("batch_norm train nchw",
+                  [](const std::vector<Tensor>& in) { return batch_norm(in[0], in[1], in[2], {}, {}, true); }, {x, w, b});
+    }
+    SUBCASE("NCHW, no affine, with running stats (they do not change the output)") {
+        Tensor x = randn_leaf({2, 3, 2, 3}, 14), rm = Tensor::zeros({3}), rv = Tensor::ones({3});
+        gradcheck("batch_norm train no affine",
+                  [=](const std::vector<Tensor>& in) { return batch_norm(in[0], {}, {}, rm, rv, true); }, {x});
+    }
+    SUBCASE("NC, affine") {
+        Tensor x = randn_leaf({5, 4}, 15), w = positive({4}, 16, true), b = randn_leaf({4}, 17);
+        gradcheck("batch_norm train nc",
+                  [](const std::vector<Tensor>& in) { return batch_norm(in[0], in[1], in[2], {}, {}, true); }, {x, w, b});
+    }
+    SUBCASE("only weight requires grad") {
+        Tensor x = randn_leaf({3, 2, 2, 2}, 18).detach().clone(), w = positive({2}, 19, true);
+        gradcheck("batch_norm train weight only",
+                  [=](const std::vector<Tensor>& in) { return batch_norm(x, in[0], {}, {}, {}, true); }, {w});
+    }
+}
+
+TEST_CASE("batch_norm: gradcheck in eval mode") {
+    Tensor x = randn_leaf({2, 3, 3, 2}, 21), w = positive({3}, 22, true), b = randn_leaf({3}, 23);
+    Tensor rm = constant(randn_leaf({3}, 24)), rv = positive({3}, 25, false);
+    gradcheck("batch_norm eval",
+              [=](const std::vector<Tensor>& in) { return batch_norm(in[0], in[1], in[2], rm, rv, false); }, {x, w, b});
+}
+
+TEST_CASE("batch_norm: matches PyTorch (forward, backward, running statistics)") {
+    SafeTensors fx = load_fixture("batch_norm");
+    auto& t = fx.tensors;
+    for (std::string c : {"train_nchw", "train_nc", "train_noaffine", "eval_nchw"}) {
+        CAPTURE(c);
+        const bool affine = t.count(c + ".weight") > 0, running = t.count(c + ".running_mean") > 0;
+        const bool training = c.rfind("train", 0) == 0;
+        Tensor x = leaf(t.at(c + ".x"));
+        Tensor w = affine ? leaf(t.at(c + ".weight")) : Tensor(), b = affine ? leaf(t.at(c + ".bias")) : Tensor();
+        Tensor rm = running ? constant(t.at(c + ".running_mean")) : Tensor();
+        Tensor rv = running ? constant(t.at(c + ".running_var")) : Tensor();
+        Tensor y = batch_norm(x, w, b, rm, rv, training, 0.1f, 1e-5f);
+        check_close(y, t.at(c + ".out"), 1e-5, 1e-5, c + " forward");
+        y.backward(t.at(c + ".grad_out"));
+        // 1e-4: the gradients are sums over N*H*W values; float32 summation order differs from PyTorch's.
+        check_close(x.grad(), t.at(c + ".grad_x"), 1e-4, 1e-5, c + " grad x");
+        if (affine) {
+            check_close(w.grad(), t.at(c + ".grad_weight"), 1e-4, 1e-5, c + " grad weight");
+            check_close(b.grad(), t.at(c + ".grad_bias"), 1e-4, 1e-5, c + " grad bias");
+        }
+        if (running) {
+            check_close(rm, t.at(c + ".running_mean_after"), 1e-5, 1e-6, c + " running_mean");
+            check_close(rv, t.at(c + ".running_var_after"), 1e-5, 1e-6, c + " running_var (unbiased)");
+        }
+    }
+}
+
+TEST_CASE("batch_norm: momentum = 1/num_batches_tracked gives PyTorch's cumulative average (momentum=None)") {
+    SafeTensors fx = load_fixture("batch_norm");
+    auto& t = fx.tensors;
+    Tensor rm = Tensor::zeros({3}), rv = Tensor::ones({3});   // BatchNorm2d's initial buffers
+    for (int k = 0; k < 3; ++k) {
+        const std::string s = std::to_string(k);
+        const int64_t num_batches = t.at("cumulative.num_batches_tracked" + s).to_vector_i64()[0];
+        CHECK(num_batches == k + 1);
+        batch_norm(constant(t.at("cumulative.x" + s)), {}, {}, rm, rv, true, 1.f / static_cast<float>(num_batches));
+        check_close(rm, t.at("cumulative.running_mean" + s), 1e-5, 1e-6, "cumulative running_mean after batch " + s);
+        check_close(rv, t.at("cumulative.running_var" + s), 1e-5, 1e-6, "cumulative running_var after batch " + s);
+    }
+}
+
+TEST_CASE("batch_norm: training updates running stats in place and bumps their version, also under no-grad") {
+    Tensor x = randn_leaf({4, 2, 3, 3}, 31);
+    Tensor rm = Tensor::zeros({2}), rv = Tensor::ones({2});
+    const uint64_t vm = rm.version(), vv = rv.version();
+    {
+        NoGradGuard no_grad;
+        Tensor y = batch_norm(x, {}, {}, rm, rv, true);
+        CHECK_FALSE(y.requires_grad());
+        CHECK(TapeAccounting::instance().live().stored_bytes == 0);
+    }
+    CHECK(rm.version() > vm);
+    CHECK(rv.version() > vv);
+    CHECK(rm.to_vector() != std::vector<float>{0.f, 0.f});
+    // Eval mode reads the buffers and leaves them alone.
+    const std::vector<float> before = rm.to_vector();
+    const uint64_t v_eval = rm.version();
+    batch_norm(x, {}, {}, rm, rv, false);
+    CHECK(rm.to_vector() == before);
+    CHECK(rm.version() == v_eval);
+}
+
+TEST_CASE("batch_norm: an eval node whose running_var is then updated by a training call refuses backward") {
+    Tensor x = randn_leaf({2, 2, 2, 2}, 32);
+    Tensor rm = Tensor::zeros({2}), rv = Tensor::ones({2});
+    Tensor y = batch_norm(x, {}, {}, rm, rv, false);
+    batch_norm(x.detach(), {}, {}, rm, rv, true);   // writes rv in place
+    CHECK_THROWS_WITH_AS(y.backward(Tensor::ones(y.shape())), doctest::Contains("batch_norm: a tensor (2) saved"),
+                         Error);
+}
+
+TEST_CASE("batch_norm: what is saved") {
+    auto live = [] { return TapeAccounting::instance().live().stored_bytes; };
+    Tensor x = randn_leaf({4, 3, 4, 4}, 41);   // 192 floats = 768 bytes
+    Tensor w = positive({3}, 42, false), b = randn_leaf({3}, 43).detach().clone();
+    Tensor rm = Tensor::zeros({3}), rv = Tensor::ones({3});
+    SUBCASE("eval mode, frozen affine: nothing") {
+        Tensor y = batch_norm(x, w, b, rm, rv, false);
+        CHECK(y.requires_grad());
+        CHECK(live() == 0);
+        y.backward(Tensor::ones(y.shape()));
+        CHECK(x.grad().defined());
+    }
+    SUBCASE("eval mode, trainable weight: x only (running stats by reference)") {
+        w.requires_grad_();
+        Tensor y = batch_norm(x, w, b, rm, rv, false);
+        CHECK(live() == 768);
+        y.backward(Tensor::ones(y.shape()));
+        CHECK(live() == 0);
+    }
+    SUBCASE("eval mode, only bias trains: nothing") {
+        Tensor xc = x.detach().clone();
+        b.requires_grad_();
+        Tensor y = batch_norm(xc, w, b, rm, rv, false);
+        CHECK(live() == 0);
+        y.backward(Tensor::ones(y.shape()));
+        CHECK(b.grad().to_vector() == std::vector<float>{64.f, 64.f, 64.f});
+    }
+    SUBCASE("training: x plus mean and rstd per channel (weight by reference)") {
+        w.requires_grad_();
+        Tensor y = batch_norm(x, w, b, rm, rv, true);
+        CHECK(live() == 768 + 2 * 3 * 4);
+        const TapeTotals totals = TapeAccounting::instance().live();
+        CHECK(totals.items == 4);
+        y.backward(Tensor::ones(y.shape()));
+        CHECK(live() == 0);
+    }
+}
+
+TEST_CASE("batch_norm: errors name the op, the expected and actual shapes, and a hint") {
+    Tensor x = Tensor::zeros({2, 3, 4, 4});
+    CHECK_THROWS_WITH_AS(batch_norm(x, Tensor::ones({4}), {}, {}, {}, true),
+                         doctest::Contains("batch_norm: expected weight (3) for x (2, 3, 4, 4), got (4); hint"), Error);
+    CHECK_THROWS_WITH_AS(batch_norm(x, {}, {}, Tensor::zeros({3}), Tensor::ones({5}), true),
+                         doctest::Contains("expected running_var (3) for x (2, 3, 4, 4), got (5)"), Error);
+    CHECK_THROWS_WITH_AS(batch_norm(Tensor::zeros({6}), {}, {}, {}, {}, true),
+                         doctest::Contains("batch_norm: expected x (N, C), (N, C, L) or (N, C, H, W), got (6)"), Error);
+    CHECK_THROWS_WITH_AS(batch_norm(Tensor::zeros({1, 3, 2, 2, 2}), {}, {}, {}, {}, true),
+                         doctest::Contains("got (1, 3, 2, 2, 2)"), Error);
+    CHECK_THROWS_WITH_AS(batch_norm(Tensor::zeros({1, 3}), {}, {}, {}, {}, true),
+                         doctest::Contains("expected more than 1 value per channel when training"), Error);
+    CHECK_THROWS_WITH_AS(batch_norm(x, {}, {}, {}, {}, false), doctest::Contains("eval mode (training=false) needs"),
+                         Error);
+    CHECK_THROWS_WITH_AS(batch_norm(x, {}, {}, Tensor::zeros({3}), {}, true),
+                         doctest::Contains("running_mean and running_var must be given together"), Error);
+    CHECK_THROWS_WITH_AS(batch_norm(Tensor::zeros({2, 3}, DType::I64), {}, {}, {}, {}, true),
+                         doctest::Contains("batch_norm: expected x f32, got"), Error);
+}
+
+TEST_CASE("batch_norm: large input (parallel path) matches the small-path formula on a constant-offset batch") {
+    // 8*16*16*16 = 32768 values: runs OpenMP over channels. Each channel k holds values k*100 + {-1, +1}:
+    // mean k*100, biased var 1 (the shifted one-pass sums keep this exact despite the large offset).
+    const int64_t N = 8, C = 16, S = 256;
+    std::vector<float> v(N * C * S);
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t c = 0; c < C; ++c)
+            for (int64_t s = 0; s < S; ++s) v[(n * C + c) * S + s] = 100.f * c + ((n + s) % 2 ? 1.f : -1.f);
+    Tensor x = Tensor::from_vector({N, C, 16, 16}, v);
+    Tensor y = batch_norm(x, {}, {}, {}, {}, true, 0.1f, 0.f);
+    const std::vector<float> out = y.to_vector();
+    for (int64_t i = 0; i < N * C * S; ++i) REQUIRE(std::abs(out[i] - (v[i] - 100.f * ((i / S) % C))) < 1e-4f);
+}
