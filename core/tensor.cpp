@@ -104,7 +104,7 @@ Tensor Tensor::from_vector(const Shape& shape, const std::vector<float>& values)
         throw Error(fmt("Tensor::from_vector: shape ", shape_str(shape), " holds ", shape_numel(shape),
                         " elements, got ", values.size(), " values"));
     Tensor t = empty(shape);
-    std::memcpy(t.f32(), values.data(), values.size() * sizeof(float));
+    if (!values.empty()) std::memcpy(t.f32(), values.data(), values.size() * sizeof(float));
     return t;
 }
 
@@ -113,7 +113,7 @@ Tensor Tensor::from_vector_i64(const Shape& shape, const std::vector<int64_t>& v
         throw Error(fmt("Tensor::from_vector_i64: shape ", shape_str(shape), " holds ", shape_numel(shape),
                         " elements, got ", values.size(), " values"));
     Tensor t = empty(shape, DType::I64);
-    std::memcpy(t.i64(), values.data(), values.size() * sizeof(int64_t));
+    if (!values.empty()) std::memcpy(t.i64(), values.data(), values.size() * sizeof(int64_t));
     return t;
 }
 
