@@ -1,18 +1,17 @@
 // nn/linear.cpp -- see linear.h.
 #include "nn/linear.h"
 
-#include <cmath>
+#include "nn/init.h"
 
 namespace razor::nn {
 
 Linear::Linear(int64_t in, int64_t out, bool has_bias, Generator& gen) : in_features(in), out_features(out) {
-    const float bound = 1.f / std::sqrt(static_cast<float>(in));
     Tensor w = Tensor::empty({out, in});
-    for (int64_t i = 0; i < w.numel(); ++i) w.f32()[i] = gen.uniform(-bound, bound);
+    init::default_weight_(w, gen);
     weight = register_parameter("weight", w);
     if (has_bias) {
         Tensor b = Tensor::empty({out});
-        for (int64_t i = 0; i < out; ++i) b.f32()[i] = gen.uniform(-bound, bound);
+        init::default_bias_(b, in, gen);
         bias = register_parameter("bias", b);
     }
 }

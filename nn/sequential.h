@@ -1,6 +1,7 @@
 // nn/sequential.h -- Sequential: children called in order; names "0", "1", ...   reference: torch.nn.Sequential
 #pragma once
 
+#include "nn/layers.h"
 #include "nn/module.h"
 
 namespace razor::nn {
@@ -21,23 +22,6 @@ public:
 
 private:
     int size_ = 0;
-};
-
-// Parameter-free layers as modules, so they appear in Sequential and in the tape report.
-class ReLU : public Module {
-public:
-    Tensor forward(const Tensor& x) override { return relu(x); }
-    std::string type_name() const override { return "ReLU"; }
-};
-
-class Flatten : public Module {
-public:
-    explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_(start_dim), end_(end_dim) {}
-    Tensor forward(const Tensor& x) override { return flatten(x, start_, end_); }
-    std::string type_name() const override { return "Flatten"; }
-
-private:
-    int64_t start_, end_;
 };
 
 }  // namespace razor::nn
