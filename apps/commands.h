@@ -1,0 +1,11 @@
+// apps/commands.h -- the razor CLI's subcommands, one file each in apps/.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace razor::apps {
+
+int run_demo(const std::vector<std::string>& args);
+
+}  // namespace razor::apps

@@ -1,0 +1,43 @@
+// apps/main.cpp -- the razor command line: `razor <command> [flags]`.
+//
+// Every razor::Error (bad flag, bad file, bad shape, NaN loss) ends here: printed as "razor: error: ..." with exit
+// status 2, never a crash.
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <map>
+
+#include "apps/commands.h"
+#include "core/check.h"
+
+namespace {
+const char* kUsage =
+    "usage: razor <command> [flags]      (razor <command> --help for its flags)\n"
+    "\n"
+    "commands:\n"
+    "  demo     train a small MLP on Fashion-MNIST (Debian's dataset-fashion-mnist): accuracy, speed, memory, plot\n";
+}
+
+int main(int argc, char** argv) {
+    const std::map<std::string, std::function<int(const std::vector<std::string>&)>> commands = {
+        {"demo", razor::apps::run_demo},
+    };
+    if (argc < 2 || std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help") {
+        std::fputs(kUsage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    auto it = commands.find(argv[1]);
+    if (it == commands.end()) {
+        std::fprintf(stderr, "razor: unknown command '%s'\n\n%s", argv[1], kUsage);
+        return 2;
+    }
+    try {
+        return it->second(std::vector<std::string>(argv + 2, argv + argc));
+    } catch (const razor::Error& e) {
+        std::fprintf(stderr, "\nrazor: error: %s\n", e.what());
+        return 2;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "\nrazor: unexpected error: %s\n", e.what());
+        return 3;
+    }
+}

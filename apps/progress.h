@@ -1,0 +1,29 @@
+// apps/progress.h -- the progress line on stderr: bar, percent, img/s, ETA, running loss/accuracy, tape memory.
+//
+// On a terminal the line redraws in place (at most 10 times a second); when stderr is a file or a CI log it prints a
+// plain line every 10 % instead, so logs stay readable.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+namespace razor::apps {
+
+class Progress {
+public:
+    Progress(std::string label, int64_t total_steps, int64_t images_per_step);
+    // `extra` is appended verbatim (e.g. "tape 12.1 MiB (dense 48.4 MiB, 4.0x)").
+    void update(int64_t step, double loss, double accuracy, const std::string& extra = "");
+    void finish();
+    double seconds() const;
+    double images_per_second() const;
+
+private:
+    std::string label_;
+    int64_t total_, per_step_, step_ = 0;
+    std::chrono::steady_clock::time_point start_, last_draw_;
+    bool tty_;
+    int last_decile_ = -1;
+};
+
+}  // namespace razor::apps

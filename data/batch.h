@@ -1,0 +1,24 @@
+// data/batch.h -- turn rows of an in-memory u8 image set into a normalised f32 batch.
+//
+// reference: torchvision.transforms.ToTensor + Normalize: x = (pixel / 255 - mean[c]) / std[c].
+#pragma once
+
+#include <vector>
+
+#include "data/idx.h"
+
+namespace razor::data {
+
+struct Batch {
+    Tensor images;   // (B, C, H, W) f32, normalised
+    Tensor labels;   // (B) i64
+};
+
+// Gathers rows `indices[begin, end)` of `ds`. mean/std have one entry per channel.
+Batch make_batch(const ImageDataset& ds, const std::vector<int64_t>& indices, int64_t begin, int64_t end,
+                 const std::vector<float>& mean, const std::vector<float>& std);
+
+// 0, 1, ..., n-1 shuffled with `gen` (Fisher-Yates).
+std::vector<int64_t> shuffled_indices(int64_t n, Generator& gen);
+
+}  // namespace razor::data

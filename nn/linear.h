@@ -1,0 +1,21 @@
+// nn/linear.h -- Linear(in_features, out_features, bias): y = x W^T + b.   reference: torch.nn.Linear
+//
+// Init as PyTorch: W, b ~ U(-1/sqrt(in), 1/sqrt(in)) (kaiming_uniform with a = sqrt(5) reduces to this bound).
+#pragma once
+
+#include "nn/module.h"
+
+namespace razor::nn {
+
+class Linear : public Module {
+public:
+    Linear(int64_t in_features, int64_t out_features, bool bias = true, Generator& gen = default_generator());
+    Tensor forward(const Tensor& x) override;
+    std::string type_name() const override { return "Linear"; }
+
+    Tensor weight;   // (out, in)
+    Tensor bias;     // (out) or undefined
+    int64_t in_features, out_features;
+};
+
+}  // namespace razor::nn

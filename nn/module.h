@@ -1,0 +1,92 @@
+// nn/module.h -- Module: named parameters, buffers and children; train/eval; state_dict.
+//
+// reference: torch.nn.Module. docs: docs/nn.md.
+//
+// A model is a tree of runtime Module objects (no templates): depth and width are run-time choices. Names follow
+// PyTorch so checkpoints interoperate: a parameter "weight" of child "conv1" of child "0" of child "layer1" is
+// "layer1.0.conv1.weight".
+//
+// Calling a module (module(x)) runs forward(x) inside its NameScope, so every node it records on the tape is
+// attributed to its path ("layer1.0.conv1"), and inside its SavePolicyGuard when a policy was set on it with
+// set_save_policy (Back Razor's per-module overrides).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/core.h"
+
+namespace razor::nn {
+
+class Module {
+public:
+    virtual ~Module() = default;
+    Module() = default;
+    Module(const Module&) = delete;
+    Module& operator=(const Module&) = delete;
+
+    // The computation. Modules with one input override this; others add their own call signature.
+    virtual Tensor forward(const Tensor& x);
+    Tensor operator()(const Tensor& x);
+
+    virtual std::string type_name() const { return "Module"; }
+
+    // ---- parameters, buffers, children (recursive, in registration order, PyTorch names) ----
+    std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+    std::vector<Tensor> parameters() const;
+    std::vector<std::pair<std::string, Tensor>> named_buffers() const;
+    std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
+    int64_t num_parameters() const;
+
+    // ---- modes ----
+    void train(bool on = true);
+    void eval() { train(false); }
+    bool is_training() const { return training_; }
+
+    void zero_grad();   // drops every parameter's gradient (PyTorch's set_to_none=True)
+
+    // ---- checkpoints ----
+    std::map<std::string, Tensor> state_dict() const;   // parameters and buffers, detached aliases
+    // strict: every key of the model must be present and every key given must be known; all problems are listed in one
+    // error (missing / unexpected / wrong shape). Copies values in place (parameter identities stay, optimizers keep
+    // working).
+    void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
+
+    // ---- Back Razor hook: the policy for everything this module (and its children) saves ----
+    void set_save_policy(std::shared_ptr<const SavePolicy> policy) { save_policy_ = std::move(policy); }
+
+    const std::string& name() const { return name_; }
+
+protected:
+    Tensor& register_parameter(const std::string& name, Tensor value);
+    Tensor& register_buffer(const std::string& name, Tensor value);
+    template <class M>
+    std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> child) {
+        child->name_ = name;
+        children_.emplace_back(name, child);
+        return child;
+    }
+
+    // Runs f inside this module's name scope and save policy (operator() uses it; custom call signatures should too).
+    template <class F>
+    auto scoped(F&& f) {
+        NameScope scope(name_);
+        SavePolicyGuard policy(save_policy_);
+        return f();
+    }
+
+private:
+    void collect(const std::string& prefix, bool parameters, std::vector<std::pair<std::string, Tensor>>& out) const;
+
+    std::string name_;
+    bool training_ = true;
+    std::vector<std::pair<std::string, Tensor>> parameters_;
+    std::vector<std::pair<std::string, Tensor>> buffers_;
+    std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+    std::shared_ptr<const SavePolicy> save_policy_;
+};
+
+}  // namespace razor::nn

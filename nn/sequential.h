@@ -1,0 +1,27 @@
+// nn/sequential.h -- Sequential: children called in order; names "0", "1", ...   reference: torch.nn.Sequential
+#pragma once
+
+#include "nn/layers.h"
+#include "nn/module.h"
+
+namespace razor::nn {
+
+class Sequential : public Module {
+public:
+    Sequential() = default;
+    template <class M>
+    std::shared_ptr<M> add(std::shared_ptr<M> module) {
+        return register_module(std::to_string(size_++), std::move(module));
+    }
+    Tensor forward(const Tensor& x) override {
+        Tensor h = x;
+        for (auto& [name, child] : named_children()) h = (*child)(h);
+        return h;
+    }
+    std::string type_name() const override { return "Sequential"; }
+
+private:
+    int size_ = 0;
+};
+
+}  // namespace razor::nn
