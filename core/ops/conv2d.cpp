@@ -79,37 +79,54 @@ void zero_edge_columns(float* plane, int64_t oh_lo, int64_t oh_hi, int64_t OW, i
             for (int64_t ow = ow_hi; ow < OW; ++ow) plane[oh * OW + ow] = 0.f;
 }
 
-// col (C*KK, OHW) = im2col(x) for one image x (C, H, W); ld: col's row stride (>= OHW).
-void im2col(const ConvGeometry& g, const float* x /*(C, H, W)*/, float* col /*(C*KK, OHW)*/, int64_t ld) {
-    const int64_t OW = g.OW, ohw = g.ohw();
+// Output rows are processed in tiles of about this many output positions, so that the im2col tile
+// (C*KK x tile) and Eigen's packed copy of it stay in L2 while the GEMM reads them.
+#ifndef RAZOR_CONV_TILE
+#define RAZOR_CONV_TILE 256
+#endif
+int64_t tile_rows(const ConvGeometry& g) { return std::clamp<int64_t>(RAZOR_CONV_TILE / g.OW, 1, g.OH); }
+
+// The output rows [lo, hi) of [oh0, oh1) at which kernel row kh reads inside the image (lo == hi: none).
+void tile_valid_rows(const ConvGeometry& g, int64_t kh, int64_t oh0, int64_t oh1, int64_t& lo, int64_t& hi) {
+    valid_range(g.OH, g.H, g.sh, g.ph, kh * g.dh, lo, hi);
+    lo = std::max(lo, oh0);
+    hi = std::max(std::min(hi, oh1), lo);
+}
+
+// col (C*KK, T) = the columns of im2col(x) for output rows [oh0, oh1), T = (oh1 - oh0) * OW, for one image
+// x (C, H, W): row (c, kh, kw) holds x[c, oh*sh - ph + kh*dh, ow*sw - pw + kw*dw] (0 in the padding).
+// ld: col's row stride (>= T).
+void im2col(const ConvGeometry& g, const float* x /*(C, H, W)*/, float* col /*(C*KK, T)*/, int64_t ld, int64_t oh0,
+            int64_t oh1) {
+    const int64_t OW = g.OW, base = oh0 * OW, cols = (oh1 - oh0) * OW;
     const bool shifted = shifted_rows(g);
     for (int64_t c = 0; c < g.C; ++c)
         for (int64_t kh = 0; kh < g.KH; ++kh) {
-            int64_t oh_lo, oh_hi;
-            valid_range(g.OH, g.H, g.sh, g.ph, kh * g.dh, oh_lo, oh_hi);
+            int64_t lo, hi;
+            tile_valid_rows(g, kh, oh0, oh1, lo, hi);
             for (int64_t kw = 0; kw < g.KW; ++kw) {
-                float* row = col + ((c * g.KH + kh) * g.KW + kw) * ld;   // (OH, OW)
+                float* row = col + ((c * g.KH + kh) * g.KW + kw) * ld;   // (oh1 - oh0, OW)
                 int64_t ow_lo, ow_hi;
                 valid_range(OW, g.W, g.sw, g.pw, kw * g.dw, ow_lo, ow_hi);
                 const int64_t iw0 = kw * g.dw - g.pw;   // iw = ow*sw + iw0
                 const float* plane = x + c * g.hw();      // (H, W)
-                if (oh_lo == oh_hi || ow_lo == ow_hi) {   // the tap only ever sees padding
-                    std::fill(row, row + ohw, 0.f);
+                if (lo == hi || ow_lo == ow_hi) {         // the tap sees only padding in this tile
+                    std::fill(row, row + cols, 0.f);
                     continue;
                 }
                 if (shifted) {
                     // One copy from the first to the last valid position, then zero what lies outside.
                     const int64_t shift = (kh * g.dh - g.ph) * g.W + iw0;
-                    const int64_t p0 = oh_lo * OW + ow_lo, p1 = (oh_hi - 1) * OW + ow_hi;
-                    std::fill(row, row + p0, 0.f);
-                    std::copy(plane + p0 + shift, plane + p1 + shift, row + p0);
-                    std::fill(row + p1, row + ohw, 0.f);
-                    zero_edge_columns(row, oh_lo, oh_hi, OW, ow_lo, ow_hi);
+                    const int64_t p0 = lo * OW + ow_lo, p1 = (hi - 1) * OW + ow_hi;   // absolute positions
+                    std::fill(row, row + (p0 - base), 0.f);
+                    std::copy(plane + p0 + shift, plane + p1 + shift, row + (p0 - base));
+                    std::fill(row + (p1 - base), row + cols, 0.f);
+                    zero_edge_columns(row, lo - oh0, hi - oh0, OW, ow_lo, ow_hi);
                     continue;
                 }
-                for (int64_t p = 0; p < oh_lo * OW; ++p) row[p] = 0.f;
-                for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
-                    float* dst = row + oh * OW;
+                std::fill(row, row + (lo - oh0) * OW, 0.f);
+                for (int64_t oh = lo; oh < hi; ++oh) {
+                    float* dst = row + (oh - oh0) * OW;
                     const float* src = plane + (oh * g.sh - g.ph + kh * g.dh) * g.W;   // input row ih
                     // Plain loops, not std::fill/copy: rows are short (8..32), so call overhead would dominate.
                     int64_t ow = 0;
@@ -123,39 +140,41 @@ void im2col(const ConvGeometry& g, const float* x /*(C, H, W)*/, float* col /*(C
                     }
                     for (; ow < OW; ++ow) dst[ow] = 0.f;
                 }
-                for (int64_t p = oh_hi * OW; p < ohw; ++p) row[p] = 0.f;
+                std::fill(row + (hi - oh0) * OW, row + cols, 0.f);
             }
         }
 }
 
-// gx (C, H, W) = col2im(gcol): the adjoint of im2col, gx[c, ih, iw] = sum of the gcol entries im2col read from
-// there. Overwrites gx. gcol is scratch: the fast path zeroes its entries that im2col would have zeroed.
-void col2im(const ConvGeometry& g, float* gcol /*(C*KK, OHW)*/, int64_t ld, float* gx /*(C, H, W)*/) {
-    std::fill(gx, gx + g.C * g.hw(), 0.f);
-    const int64_t OW = g.OW;
+// gx (C, H, W) += col2im(gcol) for output rows [oh0, oh1): the adjoint of im2col, each gcol entry is added to
+// the input position im2col read it from. gcol is scratch: the fast path zeroes its entries that im2col
+// would have zeroed.
+void col2im(const ConvGeometry& g, float* gcol /*(C*KK, T)*/, int64_t ld, int64_t oh0, int64_t oh1,
+            float* gx /*(C, H, W)*/) {
+    const int64_t OW = g.OW, base = oh0 * OW;
     const bool shifted = shifted_rows(g);
     for (int64_t c = 0; c < g.C; ++c)
         for (int64_t kh = 0; kh < g.KH; ++kh) {
-            int64_t oh_lo, oh_hi;
-            valid_range(g.OH, g.H, g.sh, g.ph, kh * g.dh, oh_lo, oh_hi);
+            int64_t lo, hi;
+            tile_valid_rows(g, kh, oh0, oh1, lo, hi);
             for (int64_t kw = 0; kw < g.KW; ++kw) {
                 float* row = gcol + ((c * g.KH + kh) * g.KW + kw) * ld;
                 int64_t ow_lo, ow_hi;
                 valid_range(OW, g.W, g.sw, g.pw, kw * g.dw, ow_lo, ow_hi);
-                if (oh_lo == oh_hi || ow_lo == ow_hi) continue;
+                if (lo == hi || ow_lo == ow_hi) continue;
                 const int64_t iw0 = kw * g.dw - g.pw;
                 float* plane = gx + c * g.hw();   // (H, W)
                 if (shifted) {   // zero the wrapped positions, then one shifted add
-                    zero_edge_columns(row, oh_lo, oh_hi, OW, ow_lo, ow_hi);
+                    zero_edge_columns(row, lo - oh0, hi - oh0, OW, ow_lo, ow_hi);
                     const int64_t shift = (kh * g.dh - g.ph) * g.W + iw0;
-                    const int64_t p0 = oh_lo * OW + ow_lo, p1 = (oh_hi - 1) * OW + ow_hi;
+                    const int64_t p0 = lo * OW + ow_lo, p1 = (hi - 1) * OW + ow_hi;
                     float* dst = plane + shift;
+                    const float* src = row - base;
 #pragma omp simd
-                    for (int64_t p = p0; p < p1; ++p) dst[p] += row[p];
+                    for (int64_t p = p0; p < p1; ++p) dst[p] += src[p];
                     continue;
                 }
-                for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
-                    const float* src = row + oh * OW;
+                for (int64_t oh = lo; oh < hi; ++oh) {
+                    const float* src = row + (oh - oh0) * OW;
                     float* dst = plane + (oh * g.sh - g.ph + kh * g.dh) * g.W;
                     if (g.sw == 1) {
 #pragma omp simd
@@ -195,80 +214,95 @@ void channel_sums(const float* g, int64_t N, int64_t OC, int64_t hw, float* sums
 void conv2d_forward(const ConvGeometry& g, const float* x /*(N, C, H, W)*/, const float* w /*(OC, Cg, KH, KW)*/,
                     const float* b /*(OC) or null*/, float* y /*(N, OC, OH, OW)*/) {
     const int64_t ohw = g.ohw(), cgkk = g.Cg * g.kk();
-    const int64_t col_size = g.pointwise() ? 0 : g.C * g.kk() * ohw;
+    const int64_t rows = g.pointwise() ? g.OH : tile_rows(g);
+    const int64_t col_size = g.pointwise() ? 0 : g.C * g.kk() * rows * g.OW;
     const int64_t chunks = batch_chunks(g.N);
-    Tensor workspace = Tensor::empty({chunks * col_size});   // per-chunk im2col buffers
+    Tensor workspace = Tensor::empty({chunks * col_size});   // per-chunk im2col tile buffers
     float* ws = workspace.f32();
 #pragma omp parallel for schedule(static, 1) if (chunks > 1)
     for (int64_t t = 0; t < chunks; ++t) {
-        float* col = ws + t * col_size;   // (C*KK, OHW)
+        float* col = ws + t * col_size;   // (C*KK, T)
         for (int64_t n = g.N * t / chunks; n < g.N * (t + 1) / chunks; ++n) {
             const float* xn = x + n * g.C * g.hw();
             float* yn = y + n * g.OC * ohw;   // (OC, OHW)
-            const float* cols = xn;
-            if (!g.pointwise()) {
-                im2col(g, xn, col, ohw);
-                cols = col;
-            }
             if (b)
                 for (int64_t oc = 0; oc < g.OC; ++oc) std::fill(yn + oc * ohw, yn + (oc + 1) * ohw, b[oc]);
-            for (int64_t gi = 0; gi < g.groups; ++gi)
-                gemm(false, false, g.OCg, ohw, cgkk, 1.f, w + gi * g.OCg * cgkk, cgkk, cols + gi * cgkk * ohw, ohw,
-                     b ? 1.f : 0.f, yn + gi * g.OCg * ohw, ohw);
+            for (int64_t oh0 = 0; oh0 < g.OH; oh0 += rows) {
+                const int64_t oh1 = std::min(oh0 + rows, g.OH), T = (oh1 - oh0) * g.OW;
+                const float* cols = xn + oh0 * g.OW;   // pointwise: x[n] itself is col, row stride HW
+                int64_t ld = ohw;
+                if (!g.pointwise()) {
+                    im2col(g, xn, col, T, oh0, oh1);
+                    cols = col;
+                    ld = T;
+                }
+                for (int64_t gi = 0; gi < g.groups; ++gi)
+                    gemm(false, false, g.OCg, T, cgkk, 1.f, w + gi * g.OCg * cgkk, cgkk, cols + gi * cgkk * ld, ld,
+                         b ? 1.f : 0.f, yn + gi * g.OCg * ohw + oh0 * g.OW, ohw);
+            }
         }
     }
 }
 
-// y[n] = W . im2col(x[n]) per group, so with gy[n] = dL/dy[n] (OC, OHW):
+// y[n] = W . im2col(x[n]) per group, so with gy[n] = dL/dy[n] (OC, OHW), tile by tile of output rows:
 //   gW_gi (OCg, Cg*KK) = sum_n gy[n]_gi (OCg, OHW) . col_gi[n]^T (OHW, Cg*KK)   -- summed over the batch here,
 //                        per chunk into its own partial, partials added at the end; exact for a dense x,
 //                        approximate if x was razored
 //   gcol_gi (Cg*KK, OHW) = W_gi^T (Cg*KK, OCg) . gy[n]_gi (OCg, OHW), gx[n] = col2im(gcol)   -- exact
 //   (gb = sum over n, h, w of gy is computed by the caller.)
+// One tile buffer per chunk serves both: im2col for the gW product, then gcol for gx.
 void conv2d_backward(const ConvGeometry& g, const float* x /*(N, C, H, W) or null*/,
                      const float* w /*(OC, Cg, KH, KW) or null*/, const float* gy /*(N, OC, OH, OW)*/,
                      float* gx /*(N, C, H, W) or null*/, float* gw /*(OC, Cg, KH, KW) or null*/) {
     const int64_t ohw = g.ohw(), cgkk = g.Cg * g.kk(), w_size = g.OC * cgkk;
-    const int64_t col_size = g.pointwise() ? 0 : g.C * g.kk() * ohw;
+    const int64_t rows = g.pointwise() ? g.OH : tile_rows(g);
+    const int64_t col_size = g.pointwise() ? 0 : g.C * g.kk() * rows * g.OW;
     const int64_t chunks = batch_chunks(g.N);
-    // Per chunk: an im2col buffer (for gW), a gcol buffer (for gx), and a gW partial (chunk 0 uses gw itself).
-    const int64_t per_chunk = (gw ? col_size : 0) + (gx ? col_size : 0) + (gw ? w_size : 0);
+    // Per chunk: a tile buffer and a gW partial (chunk 0 accumulates into gw itself).
+    const int64_t per_chunk = col_size + (gw ? w_size : 0);
     Tensor workspace = Tensor::empty({chunks * per_chunk});
     float* ws = workspace.f32();
 #pragma omp parallel for schedule(static, 1) if (chunks > 1)
     for (int64_t t = 0; t < chunks; ++t) {
-        float* col = ws + t * per_chunk;                  // (C*KK, OHW)
-        float* gcol = col + (gw ? col_size : 0);          // (C*KK, OHW)
-        float* gw_t = t == 0 ? gw : gcol + (gx ? col_size : 0);   // (OC, Cg*KK)
+        float* col = ws + t * per_chunk;                  // (C*KK, T)
+        float* gw_t = t == 0 ? gw : col + col_size;       // (OC, Cg*KK)
         bool first = true;
         for (int64_t n = g.N * t / chunks; n < g.N * (t + 1) / chunks; ++n) {
-            const float* gyn = gy + n * g.OC * ohw;   // (OC, OHW)
-            if (gw) {
-                const float* xn = x + n * g.C * g.hw();
-                const float* cols = xn;
-                if (!g.pointwise()) {
-                    im2col(g, xn, col, ohw);
-                    cols = col;
+            const float* xn = gw ? x + n * g.C * g.hw() : nullptr;
+            float* gxn = gx ? gx + n * g.C * g.hw() : nullptr;   // (C, H, W)
+            const float* gyn = gy + n * g.OC * ohw;              // (OC, OHW)
+            if (gxn && !g.pointwise()) std::fill(gxn, gxn + g.C * g.hw(), 0.f);
+            for (int64_t oh0 = 0; oh0 < g.OH; oh0 += rows) {
+                const int64_t oh1 = std::min(oh0 + rows, g.OH), T = (oh1 - oh0) * g.OW;
+                const float* gyt = gyn + oh0 * g.OW;   // (OC, T), row stride OHW
+                if (gw) {
+                    const float* cols = xn + oh0 * g.OW;
+                    int64_t ld = ohw;
+                    if (!g.pointwise()) {
+                        im2col(g, xn, col, T, oh0, oh1);
+                        cols = col;
+                        ld = T;
+                    }
+                    for (int64_t gi = 0; gi < g.groups; ++gi)
+                        gemm(false, true, g.OCg, cgkk, T, 1.f, gyt + gi * g.OCg * ohw, ohw, cols + gi * cgkk * ld, ld,
+                             first ? 0.f : 1.f, gw_t + gi * g.OCg * cgkk, cgkk);
+                    first = false;
                 }
-                for (int64_t gi = 0; gi < g.groups; ++gi)
-                    gemm(false, true, g.OCg, cgkk, ohw, 1.f, gyn + gi * g.OCg * ohw, ohw, cols + gi * cgkk * ohw, ohw,
-                         first ? 0.f : 1.f, gw_t + gi * g.OCg * cgkk, cgkk);
-                first = false;
-            }
-            if (gx) {
-                float* gxn = gx + n * g.C * g.hw();   // (C, H, W)
-                float* dst = g.pointwise() ? gxn : gcol;
-                for (int64_t gi = 0; gi < g.groups; ++gi)
-                    gemm(true, false, cgkk, ohw, g.OCg, 1.f, w + gi * g.OCg * cgkk, cgkk, gyn + gi * g.OCg * ohw, ohw,
-                         0.f, dst + gi * cgkk * ohw, ohw);
-                if (!g.pointwise()) col2im(g, gcol, ohw, gxn);
+                if (gxn) {
+                    float* dst = g.pointwise() ? gxn + oh0 * g.OW : col;   // gcol (C*KK, T)
+                    const int64_t ld = g.pointwise() ? ohw : T;
+                    for (int64_t gi = 0; gi < g.groups; ++gi)
+                        gemm(true, false, cgkk, T, g.OCg, 1.f, w + gi * g.OCg * cgkk, cgkk, gyt + gi * g.OCg * ohw,
+                             ohw, 0.f, dst + gi * cgkk * ld, ld);
+                    if (!g.pointwise()) col2im(g, col, T, oh0, oh1, gxn);
+                }
             }
         }
         if (gw && first) std::fill(gw_t, gw_t + w_size, 0.f);   // an empty batch
     }
     if (gw)
         for (int64_t t = 1; t < chunks; ++t) {
-            const float* part = ws + t * per_chunk + col_size + (gx ? col_size : 0);
+            const float* part = ws + t * per_chunk + col_size;
 #pragma omp simd
             for (int64_t i = 0; i < w_size; ++i) gw[i] += part[i];
         }

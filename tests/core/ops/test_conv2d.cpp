@@ -59,17 +59,36 @@ TEST_CASE("conv2d: gradcheck over stride, padding, dilation, groups, bias, non-s
     }
 }
 
+TEST_CASE("conv2d: images wider than a tile are done in several tiles of output rows") {
+    // Tiles hold about 256 output positions: OW = 40 gives 6 rows per tile, so OH = 13 is 6 + 6 + 1 rows.
+    const std::vector<Case> cases = {
+        {"3x3 p1, 3 row tiles", {2, 2, 13, 40}, {3, 2, 3, 3}, true, opts(1, 1, 1, 1)},
+        {"3x3 s2 p1 d2, 2 row tiles", {1, 2, 15, 80}, {2, 2, 3, 3}, false, opts(2, 1, 2, 1)},
+        {"groups 2, 3 row tiles", {1, 4, 13, 40}, {2, 2, 3, 3}, true, opts(1, 1, 1, 2)},
+    };
+    for (const Case& c : cases) {
+        INFO(c.name);
+        std::vector<Tensor> in = {randn_leaf(c.x, 1), randn_leaf(c.w, 2, 0.5f)};
+        if (c.bias) in.push_back(randn_leaf({c.w[0]}, 3));
+        const Conv2dOptions o = c.o;
+        gradcheck(
+            c.name,
+            [o](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], t.size() > 2 ? t[2] : Tensor(), o); },
+            in, {.max_probes = 200});
+    }
+}
+
 TEST_CASE("conv2d: input that needs no gradient (the stem) still trains W and b") {
     Tensor x = Tensor::randn({2, 3, 5, 5}, default_generator());
     gradcheck("conv2d stem", [](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], t[2], opts(1, 1, 1, 1)); },
               {x, randn_leaf({4, 3, 3, 3}, 4), randn_leaf({4}, 5)});
 }
 
-TEST_CASE("conv2d: matches PyTorch") {
-    SafeTensors fx = load_fixture("conv2d");
+namespace {
+void check_conv_fixture(const std::string& file, const std::vector<std::string>& names) {
+    SafeTensors fx = load_fixture(file);
     auto& t = fx.tensors;
-    for (std::string c : {"basic", "stride2_groups2", "dilated", "depthwise", "depthwise_mult", "pointwise",
-                          "proj1x1_s2", "stem_nopad", "same_dilated", "pad_only_taps", "big_pad"}) {
+    for (const std::string& c : names) {
         const std::vector<int64_t> cfg = t.at(c + ".config").to_vector_i64();
         Conv2dOptions o;
         o.stride = {cfg[0], cfg[1]};
@@ -86,6 +105,13 @@ TEST_CASE("conv2d: matches PyTorch") {
         check_close(W.grad(), t.at(c + ".grad_W"), 1e-5, 1e-5, c + " grad W (summed over the batch)");
         if (has_bias) check_close(b.grad(), t.at(c + ".grad_b"), 1e-5, 1e-5, c + " grad b");
     }
+}
+}  // namespace
+
+TEST_CASE("conv2d: matches PyTorch") {
+    check_conv_fixture("conv2d", {"basic", "stride2_groups2", "dilated", "depthwise", "depthwise_mult", "pointwise",
+                                  "proj1x1_s2", "stem_nopad"});
+    check_conv_fixture("conv2d_edges", {"same_dilated", "pad_only_taps", "big_pad", "row_tiles", "row_tiles_s2"});
 }
 
 TEST_CASE("conv2d: a batch gives the per-image outputs and the sum of the per-image weight gradients") {
