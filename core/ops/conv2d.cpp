@@ -1,0 +1,534 @@
+// core/ops/conv2d.cpp -- 2-D convolution, NCHW: im2col + GEMM, a direct kernel for depthwise.
+//
+// reference: torch.nn.functional.conv2d. docs: docs/back-razor.md §5.3 (what a conv keeps), §6 and §6.4.
+//
+// Dimension letters: x (N, C, H, W), W (OC, Cg, KH, KW) with Cg = C / groups and OCg = OC / groups,
+// y (N, OC, OH, OW); KK = KH * KW, OHW = OH * OW. The weight of group gi is the (OCg, Cg*KK) matrix
+// W[gi*OCg : (gi+1)*OCg] and reads input channels gi*Cg : (gi+1)*Cg.
+//
+// Kernels:
+//   im2col    col (C*KK, OHW) of one image: row (c, kh, kw) holds x[c, oh*sh - ph + kh*dh, ow*sw - pw + kw*dw]
+//             (0 in the padding); group gi's rows are the block gi*Cg*KK : (gi+1)*Cg*KK.
+//   forward   y[n] (OC, OHW): per group, W_gi (OCg, Cg*KK) . col_gi (Cg*KK, OHW), started from the bias (beta = 1).
+//   pointwise 1x1, stride 1, no padding: col is x[n] itself (C, HW), so im2col and col2im are skipped.
+//   depthwise groups == C (Cg = 1, any OC = C * multiplier): a direct kernel; a (1, KK) x (KK, OHW) GEMM per
+//             channel would waste the GEMM machinery.
+//
+// Threading: the batch is split into one chunk per thread, each with its own im2col buffer (and, in backward,
+// its own gcol buffer and gW partial sum); the GEMMs inside run single-threaded. Measured on this machine for
+// the ResNet-20 CIFAR shapes at batch 128 on 2 threads (see bench/ and docs/bench-ops.md), this beat one big
+// GEMM per group over the whole batch (W_gi . [col_0 ... col_N-1], then a transpose back to NCHW): the per-image
+// working set (x[n], col, y[n]: ~0.7 MB for 16 channels at 32x32) stays in L2, while the big GEMM streams an
+// N*OHW-wide col through memory (75 MB for the first stage) and pays an extra pass to reorder its
+// (OC, N*OHW) result. With fewer images than threads (inference on one image), images run one after another and
+// Eigen parallelises each GEMM instead.
+//
+// Saves: x as SaveKind::Activation, only if W needs a gradient (gW = sum_n g[n] . im2col(x[n])^T; Back Razor
+//        prunes this one). W as SaveKind::Parameter (reference, 0 bytes), only if x needs a gradient (gx).
+//        Nothing else: no im2col buffer is kept (backward rebuilds it from x, one image at a time), no output,
+//        and the bias gradient needs only g.
+#include "core/ops/conv2d.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/autograd.h"
+#include "core/check.h"
+#include "core/gemm.h"
+#include "core/runtime.h"
+
+namespace razor {
+namespace {
+
+struct ConvGeometry {
+    int64_t N, C, H, W;       // x
+    int64_t OC, KH, KW;       // weight
+    int64_t OH, OW;           // y
+    int64_t sh, sw, ph, pw, dh, dw;
+    int64_t groups, Cg, OCg;
+
+    int64_t kk() const { return KH * KW; }
+    int64_t ohw() const { return OH * OW; }
+    int64_t hw() const { return H * W; }
+    bool pointwise() const { return KH == 1 && KW == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0; }
+    bool depthwise() const { return groups > 1 && groups == C; }
+};
+
+// Output positions o in [lo, hi) whose input index i = o*stride - pad + off (off = k*dilation) lies in [0, in).
+void valid_range(int64_t out, int64_t in, int64_t stride, int64_t pad, int64_t off, int64_t& lo, int64_t& hi) {
+    const int64_t a = pad - off;            // i >= 0   <=>  o*stride >= a
+    const int64_t c = in - 1 + a;           // i < in   <=>  o*stride <= c
+    lo = a <= 0 ? 0 : (a + stride - 1) / stride;
+    hi = c < 0 ? 0 : c / stride + 1;
+    lo = std::min(lo, out);
+    hi = std::clamp(hi, lo, out);
+}
+
+// Stride 1 with OW == W ("same" width, e.g. 3x3 pad 1): output position p = oh*OW + ow reads input position
+// p + shift of the same channel plane, so a row of col is one shifted copy of the plane; only the positions
+// whose ow falls outside [ow_lo, ow_hi) picked up a neighbouring input row and must be zeroed.
+bool shifted_rows(const ConvGeometry& g) { return g.sh == 1 && g.sw == 1 && g.OW == g.W; }
+
+// Zeroes columns [0, ow_lo) and [ow_hi, OW) of rows [oh_lo, oh_hi) of a (OH, OW) row-major plane.
+void zero_edge_columns(float* plane, int64_t oh_lo, int64_t oh_hi, int64_t OW, int64_t ow_lo, int64_t ow_hi) {
+    if (ow_lo > 0)
+        for (int64_t oh = oh_lo; oh < oh_hi; ++oh)
+            for (int64_t ow = 0; ow < ow_lo; ++ow) plane[oh * OW + ow] = 0.f;
+    if (ow_hi < OW)
+        for (int64_t oh = oh_lo; oh < oh_hi; ++oh)
+            for (int64_t ow = ow_hi; ow < OW; ++ow) plane[oh * OW + ow] = 0.f;
+}
+
+// Output rows are processed in tiles of about this many output positions, so that the im2col tile
+// (C*KK x tile) and Eigen's packed copy of it stay in L2 while the GEMM reads them.
+#ifndef RAZOR_CONV_TILE
+#define RAZOR_CONV_TILE 256
+#endif
+int64_t tile_rows(const ConvGeometry& g) { return std::clamp<int64_t>(RAZOR_CONV_TILE / g.OW, 1, g.OH); }
+
+// The output rows [lo, hi) of [oh0, oh1) at which kernel row kh reads inside the image (lo == hi: none).
+void tile_valid_rows(const ConvGeometry& g, int64_t kh, int64_t oh0, int64_t oh1, int64_t& lo, int64_t& hi) {
+    valid_range(g.OH, g.H, g.sh, g.ph, kh * g.dh, lo, hi);
+    lo = std::max(lo, oh0);
+    hi = std::max(std::min(hi, oh1), lo);
+}
+
+// col (C*KK, T) = the columns of im2col(x) for output rows [oh0, oh1), T = (oh1 - oh0) * OW, for one image
+// x (C, H, W): row (c, kh, kw) holds x[c, oh*sh - ph + kh*dh, ow*sw - pw + kw*dw] (0 in the padding).
+// ld: col's row stride (>= T).
+void im2col(const ConvGeometry& g, const float* x /*(C, H, W)*/, float* col /*(C*KK, T)*/, int64_t ld, int64_t oh0,
+            int64_t oh1) {
+    const int64_t OW = g.OW, base = oh0 * OW, cols = (oh1 - oh0) * OW;
+    const bool shifted = shifted_rows(g);
+    for (int64_t c = 0; c < g.C; ++c)
+        for (int64_t kh = 0; kh < g.KH; ++kh) {
+            int64_t lo, hi;
+            tile_valid_rows(g, kh, oh0, oh1, lo, hi);
+            for (int64_t kw = 0; kw < g.KW; ++kw) {
+                float* row = col + ((c * g.KH + kh) * g.KW + kw) * ld;   // (oh1 - oh0, OW)
+                int64_t ow_lo, ow_hi;
+                valid_range(OW, g.W, g.sw, g.pw, kw * g.dw, ow_lo, ow_hi);
+                const int64_t iw0 = kw * g.dw - g.pw;   // iw = ow*sw + iw0
+                const float* plane = x + c * g.hw();      // (H, W)
+                if (lo == hi || ow_lo == ow_hi) {         // the tap sees only padding in this tile
+                    std::fill(row, row + cols, 0.f);
+                    continue;
+                }
+                if (shifted) {
+                    // One copy from the first to the last valid position, then zero what lies outside.
+                    const int64_t shift = (kh * g.dh - g.ph) * g.W + iw0;
+                    const int64_t p0 = lo * OW + ow_lo, p1 = (hi - 1) * OW + ow_hi;   // absolute positions
+                    std::fill(row, row + (p0 - base), 0.f);
+                    std::copy(plane + p0 + shift, plane + p1 + shift, row + (p0 - base));
+                    std::fill(row + (p1 - base), row + cols, 0.f);
+                    zero_edge_columns(row, lo - oh0, hi - oh0, OW, ow_lo, ow_hi);
+                    continue;
+                }
+                std::fill(row, row + (lo - oh0) * OW, 0.f);
+                for (int64_t oh = lo; oh < hi; ++oh) {
+                    float* dst = row + (oh - oh0) * OW;
+                    const float* src = plane + (oh * g.sh - g.ph + kh * g.dh) * g.W;   // input row ih
+                    // Plain loops, not std::fill/copy: rows are short (8..32), so call overhead would dominate.
+                    int64_t ow = 0;
+                    for (; ow < ow_lo; ++ow) dst[ow] = 0.f;
+                    if (g.sw == 1) {
+#pragma omp simd
+                        for (int64_t i = ow; i < ow_hi; ++i) dst[i] = src[i + iw0];
+                        ow = ow_hi;
+                    } else {
+                        for (; ow < ow_hi; ++ow) dst[ow] = src[ow * g.sw + iw0];
+                    }
+                    for (; ow < OW; ++ow) dst[ow] = 0.f;
+                }
+                std::fill(row + (hi - oh0) * OW, row + cols, 0.f);
+            }
+        }
+}
+
+// gx (C, H, W) += col2im(gcol) for output rows [oh0, oh1): the adjoint of im2col, each gcol entry is added to
+// the input position im2col read it from. gcol is scratch: the fast path zeroes its entries that im2col
+// would have zeroed.
+void col2im(const ConvGeometry& g, float* gcol /*(C*KK, T)*/, int64_t ld, int64_t oh0, int64_t oh1,
+            float* gx /*(C, H, W)*/) {
+    const int64_t OW = g.OW, base = oh0 * OW;
+    const bool shifted = shifted_rows(g);
+    for (int64_t c = 0; c < g.C; ++c)
+        for (int64_t kh = 0; kh < g.KH; ++kh) {
+            int64_t lo, hi;
+            tile_valid_rows(g, kh, oh0, oh1, lo, hi);
+            for (int64_t kw = 0; kw < g.KW; ++kw) {
+                float* row = gcol + ((c * g.KH + kh) * g.KW + kw) * ld;
+                int64_t ow_lo, ow_hi;
+                valid_range(OW, g.W, g.sw, g.pw, kw * g.dw, ow_lo, ow_hi);
+                if (lo == hi || ow_lo == ow_hi) continue;
+                const int64_t iw0 = kw * g.dw - g.pw;
+                float* plane = gx + c * g.hw();   // (H, W)
+                if (shifted) {   // zero the wrapped positions, then one shifted add
+                    zero_edge_columns(row, lo - oh0, hi - oh0, OW, ow_lo, ow_hi);
+                    const int64_t shift = (kh * g.dh - g.ph) * g.W + iw0;
+                    const int64_t p0 = lo * OW + ow_lo, p1 = (hi - 1) * OW + ow_hi;
+                    float* dst = plane + shift;
+                    const float* src = row - base;
+#pragma omp simd
+                    for (int64_t p = p0; p < p1; ++p) dst[p] += src[p];
+                    continue;
+                }
+                for (int64_t oh = lo; oh < hi; ++oh) {
+                    const float* src = row + (oh - oh0) * OW;
+                    float* dst = plane + (oh * g.sh - g.ph + kh * g.dh) * g.W;
+                    if (g.sw == 1) {
+#pragma omp simd
+                        for (int64_t ow = ow_lo; ow < ow_hi; ++ow) dst[ow + iw0] += src[ow];
+                    } else {
+                        for (int64_t ow = ow_lo; ow < ow_hi; ++ow) dst[ow * g.sw + iw0] += src[ow];
+                    }
+                }
+            }
+        }
+}
+
+// Batch chunks: one per thread when there are enough images, else one (and Eigen parallelises each GEMM).
+int64_t batch_chunks(int64_t N) {
+    const int64_t threads = num_threads();
+    return (threads > 1 && N >= threads) ? threads : 1;
+}
+
+// sums[oc] = sum over n, h, w of g[n, oc, h, w]  (double accumulation; g: (N, OC, HW)).
+void channel_sums(const float* g, int64_t N, int64_t OC, int64_t hw, float* sums /*(OC)*/) {
+#pragma omp parallel for schedule(static) if (N * OC * hw > (1 << 16))
+    for (int64_t oc = 0; oc < OC; ++oc) {
+        double acc = 0;
+        for (int64_t n = 0; n < N; ++n) {
+            const float* p = g + (n * OC + oc) * hw;
+            float s = 0.f;
+#pragma omp simd reduction(+ : s)
+            for (int64_t i = 0; i < hw; ++i) s += p[i];
+            acc += s;
+        }
+        sums[oc] = static_cast<float>(acc);
+    }
+}
+
+// ---------------------------------------------------------------- im2col + GEMM path
+
+void conv2d_forward(const ConvGeometry& g, const float* x /*(N, C, H, W)*/, const float* w /*(OC, Cg, KH, KW)*/,
+                    const float* b /*(OC) or null*/, float* y /*(N, OC, OH, OW)*/) {
+    const int64_t ohw = g.ohw(), cgkk = g.Cg * g.kk();
+    const int64_t rows = g.pointwise() ? g.OH : tile_rows(g);
+    const int64_t col_size = g.pointwise() ? 0 : g.C * g.kk() * rows * g.OW;
+    const int64_t chunks = batch_chunks(g.N);
+    Tensor workspace = Tensor::empty({chunks * col_size});   // per-chunk im2col tile buffers
+    float* ws = workspace.f32();
+#pragma omp parallel for schedule(static, 1) if (chunks > 1)
+    for (int64_t t = 0; t < chunks; ++t) {
+        float* col = ws + t * col_size;   // (C*KK, T)
+        for (int64_t n = g.N * t / chunks; n < g.N * (t + 1) / chunks; ++n) {
+            const float* xn = x + n * g.C * g.hw();
+            float* yn = y + n * g.OC * ohw;   // (OC, OHW)
+            if (b)
+                for (int64_t oc = 0; oc < g.OC; ++oc) std::fill(yn + oc * ohw, yn + (oc + 1) * ohw, b[oc]);
+            for (int64_t oh0 = 0; oh0 < g.OH; oh0 += rows) {
+                const int64_t oh1 = std::min(oh0 + rows, g.OH), T = (oh1 - oh0) * g.OW;
+                const float* cols = xn + oh0 * g.OW;   // pointwise: x[n] itself is col, row stride HW
+                int64_t ld = ohw;
+                if (!g.pointwise()) {
+                    im2col(g, xn, col, T, oh0, oh1);
+                    cols = col;
+                    ld = T;
+                }
+                for (int64_t gi = 0; gi < g.groups; ++gi)
+                    gemm(false, false, g.OCg, T, cgkk, 1.f, w + gi * g.OCg * cgkk, cgkk, cols + gi * cgkk * ld, ld,
+                         b ? 1.f : 0.f, yn + gi * g.OCg * ohw + oh0 * g.OW, ohw);
+            }
+        }
+    }
+}
+
+// y[n] = W . im2col(x[n]) per group, so with gy[n] = dL/dy[n] (OC, OHW), tile by tile of output rows:
+//   gW_gi (OCg, Cg*KK) = sum_n gy[n]_gi (OCg, OHW) . col_gi[n]^T (OHW, Cg*KK)   -- summed over the batch here,
+//                        per chunk into its own partial, partials added at the end; exact for a dense x,
+//                        approximate if x was razored
+//   gcol_gi (Cg*KK, OHW) = W_gi^T (Cg*KK, OCg) . gy[n]_gi (OCg, OHW), gx[n] = col2im(gcol)   -- exact
+//   (gb = sum over n, h, w of gy is computed by the caller.)
+// One tile buffer per chunk serves both: im2col for the gW product, then gcol for gx.
+void conv2d_backward(const ConvGeometry& g, const float* x /*(N, C, H, W) or null*/,
+                     const float* w /*(OC, Cg, KH, KW) or null*/, const float* gy /*(N, OC, OH, OW)*/,
+                     float* gx /*(N, C, H, W) or null*/, float* gw /*(OC, Cg, KH, KW) or null*/) {
+    const int64_t ohw = g.ohw(), cgkk = g.Cg * g.kk(), w_size = g.OC * cgkk;
+    const int64_t rows = g.pointwise() ? g.OH : tile_rows(g);
+    const int64_t col_size = g.pointwise() ? 0 : g.C * g.kk() * rows * g.OW;
+    const int64_t chunks = batch_chunks(g.N);
+    // Per chunk: a tile buffer and a gW partial (chunk 0 accumulates into gw itself).
+    const int64_t per_chunk = col_size + (gw ? w_size : 0);
+    Tensor workspace = Tensor::empty({chunks * per_chunk});
+    float* ws = workspace.f32();
+#pragma omp parallel for schedule(static, 1) if (chunks > 1)
+    for (int64_t t = 0; t < chunks; ++t) {
+        float* col = ws + t * per_chunk;                  // (C*KK, T)
+        float* gw_t = t == 0 ? gw : col + col_size;       // (OC, Cg*KK)
+        bool first = true;
+        for (int64_t n = g.N * t / chunks; n < g.N * (t + 1) / chunks; ++n) {
+            const float* xn = gw ? x + n * g.C * g.hw() : nullptr;
+            float* gxn = gx ? gx + n * g.C * g.hw() : nullptr;   // (C, H, W)
+            const float* gyn = gy + n * g.OC * ohw;              // (OC, OHW)
+            if (gxn && !g.pointwise()) std::fill(gxn, gxn + g.C * g.hw(), 0.f);
+            for (int64_t oh0 = 0; oh0 < g.OH; oh0 += rows) {
+                const int64_t oh1 = std::min(oh0 + rows, g.OH), T = (oh1 - oh0) * g.OW;
+                const float* gyt = gyn + oh0 * g.OW;   // (OC, T), row stride OHW
+                if (gw) {
+                    const float* cols = xn + oh0 * g.OW;
+                    int64_t ld = ohw;
+                    if (!g.pointwise()) {
+                        im2col(g, xn, col, T, oh0, oh1);
+                        cols = col;
+                        ld = T;
+                    }
+                    for (int64_t gi = 0; gi < g.groups; ++gi)
+                        gemm(false, true, g.OCg, cgkk, T, 1.f, gyt + gi * g.OCg * ohw, ohw, cols + gi * cgkk * ld, ld,
+                             first ? 0.f : 1.f, gw_t + gi * g.OCg * cgkk, cgkk);
+                    first = false;
+                }
+                if (gxn) {
+                    float* dst = g.pointwise() ? gxn + oh0 * g.OW : col;   // gcol (C*KK, T)
+                    const int64_t ld = g.pointwise() ? ohw : T;
+                    for (int64_t gi = 0; gi < g.groups; ++gi)
+                        gemm(true, false, cgkk, T, g.OCg, 1.f, w + gi * g.OCg * cgkk, cgkk, gyt + gi * g.OCg * ohw,
+                             ohw, 0.f, dst + gi * cgkk * ld, ld);
+                    if (!g.pointwise()) col2im(g, col, T, oh0, oh1, gxn);
+                }
+            }
+        }
+        if (gw && first) std::fill(gw_t, gw_t + w_size, 0.f);   // an empty batch
+    }
+    if (gw)
+        for (int64_t t = 1; t < chunks; ++t) {
+            const float* part = ws + t * per_chunk + col_size;
+#pragma omp simd
+            for (int64_t i = 0; i < w_size; ++i) gw[i] += part[i];
+        }
+}
+
+// ---------------------------------------------------------------- depthwise (groups == C) direct kernels
+// Output channel oc reads input channel ic = oc / mult, mult = OC / C, with its own KH x KW filter.
+
+void depthwise_forward(const ConvGeometry& g, const float* x /*(N, C, H, W)*/, const float* w /*(OC, 1, KH, KW)*/,
+                       const float* b /*(OC) or null*/, float* y /*(N, OC, OH, OW)*/) {
+    const int64_t mult = g.OC / g.C, ohw = g.ohw(), OW = g.OW;
+#pragma omp parallel for collapse(2) schedule(static) if (g.N * g.OC * ohw * g.kk() > (1 << 15))
+    for (int64_t n = 0; n < g.N; ++n)
+        for (int64_t oc = 0; oc < g.OC; ++oc) {
+            const float* xp = x + (n * g.C + oc / mult) * g.hw();   // (H, W)
+            const float* wk = w + oc * g.kk();                       // (KH, KW)
+            float* yp = y + (n * g.OC + oc) * ohw;                   // (OH, OW)
+            std::fill(yp, yp + ohw, b ? b[oc] : 0.f);
+            for (int64_t kh = 0; kh < g.KH; ++kh) {
+                int64_t oh_lo, oh_hi;
+                valid_range(g.OH, g.H, g.sh, g.ph, kh * g.dh, oh_lo, oh_hi);
+                for (int64_t kw = 0; kw < g.KW; ++kw) {
+                    int64_t ow_lo, ow_hi;
+                    valid_range(OW, g.W, g.sw, g.pw, kw * g.dw, ow_lo, ow_hi);
+                    const int64_t iw0 = kw * g.dw - g.pw;
+                    const float wv = wk[kh * g.KW + kw];
+                    for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
+                        const float* src = xp + (oh * g.sh - g.ph + kh * g.dh) * g.W;
+                        float* dst = yp + oh * OW;
+                        if (g.sw == 1) {
+#pragma omp simd
+                            for (int64_t ow = ow_lo; ow < ow_hi; ++ow) dst[ow] += wv * src[ow + iw0];
+                        } else {
+                            for (int64_t ow = ow_lo; ow < ow_hi; ++ow) dst[ow] += wv * src[ow * g.sw + iw0];
+                        }
+                    }
+                }
+            }
+        }
+}
+
+// y[n, oc, oh, ow] = b[oc] + sum_{kh,kw} w[oc, kh, kw] x[n, oc/mult, oh*sh - ph + kh*dh, ow*sw - pw + kw*dw], so:
+//   gx[n, ic, ih, iw] = sum over the (oc, kh, kw, oh, ow) that read it of w[oc, kh, kw] gy[n, oc, oh, ow]  -- exact
+//   gw[oc, kh, kw]    = sum over n, oh, ow of gy[n, oc, oh, ow] x[n, ic, ih, iw]   -- summed over the batch here
+//                       (each thread owns whole output channels); exact for a dense x
+void depthwise_backward(const ConvGeometry& g, const float* x /*(N, C, H, W) or null*/,
+                        const float* w /*(OC, 1, KH, KW) or null*/, const float* gy /*(N, OC, OH, OW)*/,
+                        float* gx /*(N, C, H, W) or null*/, float* gw /*(OC, 1, KH, KW) or null*/) {
+    const int64_t mult = g.OC / g.C, ohw = g.ohw(), OW = g.OW, kk = g.kk();
+    const bool big = g.N * g.OC * ohw * kk > (1 << 15);
+    if (gx) {
+#pragma omp parallel for collapse(2) schedule(static) if (big)
+        for (int64_t n = 0; n < g.N; ++n)
+            for (int64_t ic = 0; ic < g.C; ++ic) {
+                float* gxp = gx + (n * g.C + ic) * g.hw();   // (H, W)
+                std::fill(gxp, gxp + g.hw(), 0.f);
+                for (int64_t oc = ic * mult; oc < (ic + 1) * mult; ++oc) {
+                    const float* gp = gy + (n * g.OC + oc) * ohw;   // (OH, OW)
+                    for (int64_t kh = 0; kh < g.KH; ++kh) {
+                        int64_t oh_lo, oh_hi;
+                        valid_range(g.OH, g.H, g.sh, g.ph, kh * g.dh, oh_lo, oh_hi);
+                        for (int64_t kw = 0; kw < g.KW; ++kw) {
+                            int64_t ow_lo, ow_hi;
+                            valid_range(OW, g.W, g.sw, g.pw, kw * g.dw, ow_lo, ow_hi);
+                            const int64_t iw0 = kw * g.dw - g.pw;
+                            const float wv = w[oc * kk + kh * g.KW + kw];
+                            for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
+                                float* dst = gxp + (oh * g.sh - g.ph + kh * g.dh) * g.W;
+                                const float* src = gp + oh * OW;
+                                if (g.sw == 1) {
+#pragma omp simd
+                                    for (int64_t ow = ow_lo; ow < ow_hi; ++ow) dst[ow + iw0] += wv * src[ow];
+                                } else {
+                                    for (int64_t ow = ow_lo; ow < ow_hi; ++ow) dst[ow * g.sw + iw0] += wv * src[ow];
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+    }
+    if (gw) {
+#pragma omp parallel for schedule(static) if (big)
+        for (int64_t oc = 0; oc < g.OC; ++oc) {
+            std::vector<double> acc(static_cast<size_t>(kk), 0.0);   // (KH, KW)
+            for (int64_t n = 0; n < g.N; ++n) {
+                const float* xp = x + (n * g.C + oc / mult) * g.hw();
+                const float* gp = gy + (n * g.OC + oc) * ohw;
+                for (int64_t kh = 0; kh < g.KH; ++kh) {
+                    int64_t oh_lo, oh_hi;
+                    valid_range(g.OH, g.H, g.sh, g.ph, kh * g.dh, oh_lo, oh_hi);
+                    for (int64_t kw = 0; kw < g.KW; ++kw) {
+                        int64_t ow_lo, ow_hi;
+                        valid_range(OW, g.W, g.sw, g.pw, kw * g.dw, ow_lo, ow_hi);
+                        const int64_t iw0 = kw * g.dw - g.pw;
+                        float s = 0.f;
+                        for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
+                            const float* src = xp + (oh * g.sh - g.ph + kh * g.dh) * g.W;
+                            const float* gr = gp + oh * OW;
+                            if (g.sw == 1) {
+#pragma omp simd reduction(+ : s)
+                                for (int64_t ow = ow_lo; ow < ow_hi; ++ow) s += gr[ow] * src[ow + iw0];
+                            } else {
+                                for (int64_t ow = ow_lo; ow < ow_hi; ++ow) s += gr[ow] * src[ow * g.sw + iw0];
+                            }
+                        }
+                        acc[static_cast<size_t>(kh * g.KW + kw)] += s;
+                    }
+                }
+            }
+            for (int64_t k = 0; k < kk; ++k) gw[oc * kk + k] = static_cast<float>(acc[static_cast<size_t>(k)]);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- autograd node
+
+struct Conv2dBackward final : Node {
+    ConvGeometry geo{};
+    std::vector<Tensor> backward(const Tensor& g_in) override {
+        Tensor gy = g_in.contiguous();   // (N, OC, OH, OW)
+        Tensor x, w, gx, gw, gb;
+        if (needs_grad(0)) {
+            w = ctx.unpack("W").contiguous();
+            gx = Tensor::empty(edges()[0].shape);
+        }
+        if (needs_grad(1)) {
+            x = ctx.unpack("x").contiguous();
+            gw = Tensor::empty(edges()[1].shape);
+        }
+        if (gx.defined() || gw.defined()) {
+            const float* px = x.defined() ? x.f32() : nullptr;
+            const float* pw = w.defined() ? w.f32() : nullptr;
+            float* pgx = gx.defined() ? gx.f32() : nullptr;
+            float* pgw = gw.defined() ? gw.f32() : nullptr;
+            if (geo.depthwise()) depthwise_backward(geo, px, pw, gy.f32(), pgx, pgw);
+            else conv2d_backward(geo, px, pw, gy.f32(), pgx, pgw);
+        }
+        if (needs_grad(2)) {
+            // gb[oc] = sum over n, oh, ow of gy[n, oc, oh, ow]   -- exact
+            gb = Tensor::empty({geo.OC});
+            channel_sums(gy.f32(), geo.N, geo.OC, geo.ohw(), gb.f32());
+        }
+        return {gx, gw, gb};
+    }
+};
+
+std::string pair_str(const std::array<int64_t, 2>& p) { return fmt("(", p[0], ", ", p[1], ")"); }
+
+ConvGeometry check_conv2d(const Tensor& x, const Tensor& W, const Tensor& b, const Conv2dOptions& o) {
+    if (!x.defined() || !W.defined()) throw Error("conv2d: got an undefined x or W; hint: pass both");
+    for (const Tensor* t : {&x, &W, &b})
+        if (t->defined() && t->dtype() != DType::F32)
+            throw Error(fmt("conv2d: expected f32 tensors, got ", dtype_name(t->dtype()), " ", shape_str(t->shape()),
+                            "; hint: convert images to f32 (and normalise) before the first conv"));
+    if (x.dim() != 4)
+        throw Error(fmt("conv2d: expected x (N, C, H, W), got ", shape_str(x.shape()),
+                        "; hint: conv2d takes a batch of NCHW images; add a batch dim of 1 for a single image"));
+    if (W.dim() != 4)
+        throw Error(fmt("conv2d: expected W (OC, C/groups, KH, KW), got ", shape_str(W.shape()),
+                        "; hint: a conv weight is 4-D"));
+    for (int i = 0; i < 2; ++i) {
+        if (o.stride[i] < 1)
+            throw Error(fmt("conv2d: expected stride >= 1, got ", pair_str(o.stride), "; hint: use stride 1 or more"));
+        if (o.dilation[i] < 1)
+            throw Error(fmt("conv2d: expected dilation >= 1, got ", pair_str(o.dilation),
+                            "; hint: dilation 1 is an ordinary conv"));
+        if (o.padding[i] < 0)
+            throw Error(fmt("conv2d: expected padding >= 0, got ", pair_str(o.padding), "; hint: crop the input instead"));
+    }
+    if (o.groups < 1)
+        throw Error(fmt("conv2d: expected groups >= 1, got ", o.groups, "; hint: groups 1 is an ordinary conv"));
+    ConvGeometry g{};
+    g.N = x.size(0), g.C = x.size(1), g.H = x.size(2), g.W = x.size(3);
+    g.OC = W.size(0), g.KH = W.size(2), g.KW = W.size(3);
+    g.groups = o.groups;
+    if (g.C % g.groups != 0)
+        throw Error(fmt("conv2d: groups ", g.groups, " does not divide the ", g.C, " input channels of x ",
+                        shape_str(x.shape()), "; hint: in_channels and out_channels must be multiples of groups"));
+    if (g.OC % g.groups != 0)
+        throw Error(fmt("conv2d: groups ", g.groups, " does not divide the ", g.OC, " output channels of W ",
+                        shape_str(W.shape()), "; hint: in_channels and out_channels must be multiples of groups"));
+    if (W.size(1) * g.groups != g.C)
+        throw Error(fmt("conv2d: expected x (N, ", W.size(1) * g.groups, ", H, W), got ", shape_str(x.shape()),
+                        "; hint: check in_channels or the preceding layer"));
+    if (g.KH < 1 || g.KW < 1)
+        throw Error(fmt("conv2d: expected a kernel of at least 1x1, got W ", shape_str(W.shape()),
+                        "; hint: KH and KW are the last two dims of W"));
+    g.sh = o.stride[0], g.sw = o.stride[1], g.ph = o.padding[0], g.pw = o.padding[1];
+    g.dh = o.dilation[0], g.dw = o.dilation[1];
+    g.Cg = g.C / g.groups, g.OCg = g.OC / g.groups;
+    // OH = floor((H + 2 ph - dh (KH - 1) - 1) / sh) + 1, floor division as torch (<= 0: the kernel does not fit)
+    auto out_size = [](int64_t in, int64_t pad, int64_t dil, int64_t k, int64_t stride) {
+        const int64_t num = in + 2 * pad - dil * (k - 1) - 1;
+        return (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1;
+    };
+    g.OH = out_size(g.H, g.ph, g.dh, g.KH, g.sh);
+    g.OW = out_size(g.W, g.pw, g.dw, g.KW, g.sw);
+    if (g.OH <= 0 || g.OW <= 0)
+        throw Error(fmt("conv2d: output size (", g.OH, ", ", g.OW, ") <= 0 for x ", shape_str(x.shape()),
+                        " with kernel (", g.KH, ", ", g.KW, "), stride ", pair_str(o.stride), ", padding ",
+                        pair_str(o.padding), ", dilation ", pair_str(o.dilation),
+                        "; hint: the input is smaller than the dilated kernel; pad it or use a smaller kernel"));
+    if (b.defined() && (b.dim() != 1 || b.size(0) != g.OC))
+        throw Error(fmt("conv2d: expected bias (", g.OC, "), got ", shape_str(b.shape()),
+                        "; hint: the bias has one value per output channel"));
+    return g;
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x_in, const Tensor& W_in, const Tensor& b_in, const Conv2dOptions& options) {
+    const ConvGeometry geo = check_conv2d(x_in, W_in, b_in, options);
+    Tensor x = x_in.contiguous();   // (N, C, H, W)
+    Tensor W = W_in.contiguous();   // (OC, Cg, KH, KW)
+    Tensor b = b_in.defined() ? b_in.contiguous() : Tensor();
+    Tensor y = Tensor::empty({geo.N, geo.OC, geo.OH, geo.OW});
+    const float* pb = b.defined() ? b.f32() : nullptr;
+    if (geo.depthwise()) depthwise_forward(geo, x.f32(), W.f32(), pb, y.f32());
+    else conv2d_forward(geo, x.f32(), W.f32(), pb, y.f32());
+    if (auto node = record<Conv2dBackward>("conv2d", {x, W, b}, y)) {
+        node->geo = geo;
+        if (node->needs_grad(1)) node->ctx.save("x", x, SaveKind::Activation);
+        if (node->needs_grad(0)) node->ctx.save("W", W, SaveKind::Parameter);
+    }
+    return y;
+}
+
+}  // namespace razor
