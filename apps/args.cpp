@@ -42,7 +42,8 @@ void Args::parse(const std::vector<std::string>& argv) {
         if (f.is_boolean) {
             if (has_value && value != "0" && value != "1" && value != "true" && value != "false")
                 throw Error(fmt("razor ", command_, ": --", name, " takes no value (or =true/=false), got '", value, "'"));
-            f.value = (!has_value || value == "1" || value == "true") ? "1" : "0";
+            const bool enabled = !has_value || value == "1" || value == "true";
+            f.value.assign(1, enabled ? '1' : '0');
         } else {
             if (!has_value) {
                 if (i + 1 >= argv.size())
