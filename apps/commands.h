@@ -7,5 +7,6 @@
 namespace razor::apps {
 
 int run_demo(const std::vector<std::string>& args);
+int run_info(const std::vector<std::string>& args);
 
 }  // namespace razor::apps

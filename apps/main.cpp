@@ -15,12 +15,14 @@ const char* kUsage =
     "usage: razor <command> [flags]      (razor <command> --help for its flags)\n"
     "\n"
     "commands:\n"
-    "  demo     train a small MLP on Fashion-MNIST (Debian's dataset-fashion-mnist): accuracy, speed, memory, plot\n";
+    "  demo     train a small MLP on Fashion-MNIST (Debian's dataset-fashion-mnist): accuracy, speed, memory, plot\n"
+    "  info     a model's layers: output shapes, parameters, FLOPs, saved-activation bytes (razor info --list)\n";
 }
 
 int main(int argc, char** argv) {
     const std::map<std::string, std::function<int(const std::vector<std::string>&)>> commands = {
         {"demo", razor::apps::run_demo},
+        {"info", razor::apps::run_info},
     };
     if (argc < 2 || std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help") {
         std::fputs(kUsage, argc < 2 ? stderr : stdout);

@@ -8,8 +8,21 @@ Tensor Module::forward(const Tensor&) {
                     "forward signature"));
 }
 
+namespace {
+thread_local ForwardObserver t_forward_observer;
+}  // namespace
+
+ForwardObserverGuard::ForwardObserverGuard(ForwardObserver observer) : previous_(std::move(t_forward_observer)) {
+    t_forward_observer = std::move(observer);
+}
+ForwardObserverGuard::~ForwardObserverGuard() { t_forward_observer = std::move(previous_); }
+
 Tensor Module::operator()(const Tensor& x) {
-    return scoped([&] { return forward(x); });
+    return scoped([&] {
+        Tensor y = forward(x);
+        if (t_forward_observer) t_forward_observer(*this, current_module_path(), x, y);
+        return y;
+    });
 }
 
 Tensor& Module::register_parameter(const std::string& name, Tensor value) {

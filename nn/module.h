@@ -11,6 +11,7 @@
 // set_save_policy (Back Razor's per-module overrides).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,6 +21,24 @@
 #include "core/core.h"
 
 namespace razor::nn {
+
+class Module;
+
+// Sees every module call made through Module::operator(), after forward returns, with the module's path
+// ("layer1.0.conv1"; "" for the root), its input and its output. Thread-local; installed for a scope with
+// ForwardObserverGuard. razor info builds its per-layer table (output shapes, FLOPs) from it.
+using ForwardObserver =
+    std::function<void(const Module& module, const std::string& path, const Tensor& input, const Tensor& output)>;
+class ForwardObserverGuard {
+public:
+    explicit ForwardObserverGuard(ForwardObserver observer);
+    ~ForwardObserverGuard();
+    ForwardObserverGuard(const ForwardObserverGuard&) = delete;
+    ForwardObserverGuard& operator=(const ForwardObserverGuard&) = delete;
+
+private:
+    ForwardObserver previous_;
+};
 
 class Module {
 public:

@@ -1,0 +1,105 @@
+// models/registry.cpp -- see registry.h.
+#include "models/registry.h"
+
+#include <functional>
+#include <map>
+
+#include "models/lenet.h"
+#include "models/mlp.h"
+#include "models/resnet.h"
+#include "models/vgg.h"
+#include "models/vit.h"
+
+namespace razor::models {
+namespace {
+
+using Builder = std::function<std::shared_ptr<nn::Module>(int64_t classes, Generator& gen, const ModelOptions& o)>;
+
+// Families that only run on CIFAR-sized images refuse the rest here, with the name in the message.
+void require_32(const std::string& name, const ModelOptions& o) {
+    if (o.image_size != 32)
+        throw Error(fmt("make_model(", name, "): needs 32x32 images, got ", o.image_size, "x", o.image_size,
+                        "; hint: use mlp or lenet5 for 28x28 inputs"));
+}
+
+const std::vector<std::pair<std::string, Builder>>& registry() {
+    static const std::vector<std::pair<std::string, Builder>> r = {
+        {"mlp",
+         [](int64_t k, Generator& g, const ModelOptions& o) {
+             return mlp(o.in_channels * o.image_size * o.image_size, {1024, 1024}, k, g);
+         }},
+        {"lenet5",
+         [](int64_t k, Generator& g, const ModelOptions& o) {
+             return std::make_shared<LeNet5>(o.in_channels, o.image_size, k, g);
+         }},
+        {"resnet20",
+         [](int64_t k, Generator& g, const ModelOptions& o) {
+             return std::make_shared<CifarResNet>(3, std::array<int64_t, 3>{16, 32, 64}, Shortcut::A, o.in_channels, k, g);
+         }},
+        {"resnet32",
+         [](int64_t k, Generator& g, const ModelOptions& o) {
+             return std::make_shared<CifarResNet>(5, std::array<int64_t, 3>{16, 32, 64}, Shortcut::A, o.in_channels, k, g);
+         }},
+        {"resnet56",
+         [](int64_t k, Generator& g, const ModelOptions& o) {
+             return std::make_shared<CifarResNet>(9, std::array<int64_t, 3>{16, 32, 64}, Shortcut::A, o.in_channels, k, g);
+         }},
+        {"resnet32x2",
+         [](int64_t k, Generator& g, const ModelOptions& o) {
+             return std::make_shared<CifarResNet>(5, std::array<int64_t, 3>{32, 64, 128}, Shortcut::B, o.in_channels, k, g);
+         }},
+        {"vgg16_bn",
+         [](int64_t k, Generator& g, const ModelOptions& o) {
+             require_32("vgg16_bn", o);
+             return std::make_shared<VGG>(VGG::config16(), o.in_channels, k, g);
+         }},
+        {"vgg19_bn",
+         [](int64_t k, Generator& g, const ModelOptions& o) {
+             require_32("vgg19_bn", o);
+             return std::make_shared<VGG>(VGG::config19(), o.in_channels, k, g);
+         }},
+        {"vit_tiny",
+         [](int64_t k, Generator& g, const ModelOptions& o) {
+             ViTConfig c;
+             c.image_size = o.image_size;
+             c.in_channels = o.in_channels;
+             if (o.depth > 0) c.depth = o.depth;
+             return std::make_shared<VisionTransformer>(c, k, g);
+         }},
+    };
+    return r;
+}
+
+}  // namespace
+
+const std::vector<std::string>& model_names() {
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> n;
+        for (const auto& [name, builder] : registry()) n.push_back(name);
+        return n;
+    }();
+    return names;
+}
+
+std::shared_ptr<nn::Module> make_model(const std::string& name, int64_t num_classes, Generator& gen,
+                                       const ModelOptions& options) {
+    const Builder* builder = nullptr;
+    for (const auto& [n, b] : registry())
+        if (n == name) builder = &b;
+    if (!builder) {
+        std::string valid;
+        for (const auto& n : model_names()) valid += (valid.empty() ? "" : ", ") + n;
+        throw Error(fmt("make_model: unknown model '", name, "'; valid names: ", valid));
+    }
+    if (num_classes < 1) throw Error(fmt("make_model(", name, "): num_classes must be >= 1, got ", num_classes));
+    if (options.in_channels < 1 || options.image_size < 1)
+        throw Error(fmt("make_model(", name, "): in_channels and image_size must be >= 1, got ", options.in_channels,
+                        " and ", options.image_size));
+    if (options.depth < 0 || (options.depth != 0 && name != "vit_tiny"))
+        throw Error(fmt("make_model(", name, "): depth ", options.depth,
+                        " is not a setting of this model; hint: depth applies to vit_tiny only (resnet depth is in "
+                        "the name)"));
+    return (*builder)(num_classes, gen, options);
+}
+
+}  // namespace razor::models

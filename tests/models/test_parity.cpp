@@ -1,0 +1,98 @@
+// tests/models/test_parity.cpp -- ResNet-20 and a depth-2 ViT-Tiny against PyTorch with identical weights.
+//
+// Both sides fill every parameter and buffer from a hash of its key (tests/models/hashed.h), run a train-mode
+// forward + cross-entropy backward, then an eval-mode one, and compare logits, loss, the BN running statistics
+// after the train step, and every parameter gradient: a strided sample of <= 64 elements per tensor plus
+// [sum g, sum g r, sum |g|] over the whole tensor (r a hashed +-1 probe). The fixture's references are float64.
+//
+// Tolerance: 1e-4, relative to the scale of the compared tensor: |got - ref| <= 1e-4 * (|ref| + max |ref|) for
+// logits and gradient samples, and <= 1e-4 * sum |g| for the sums. float32 razor against a float64 reference
+// measures at most ~1e-6 of that scale (printed by the test).
+#include <cmath>
+
+#include "models/hashed.h"
+#include "models/registry.h"
+#include "support/gradcheck.h"
+
+using namespace razor;
+
+namespace {
+
+// Worst |got - ref| / (|ref| + scale) over the elements; scale = max |ref|.
+double worst_error(const std::vector<float>& got, const std::vector<float>& ref) {
+    REQUIRE(got.size() == ref.size());
+    double scale = 0, worst = 0;
+    for (float v : ref) scale = std::max(scale, std::abs(double(v)));
+    for (size_t i = 0; i < got.size(); ++i)
+        worst = std::max(worst, std::abs(double(got[i]) - ref[i]) / (std::abs(double(ref[i])) + scale + 1e-30));
+    return worst;
+}
+
+void run_parity(const std::string& model_name, const std::string& fixture, const models::ModelOptions& options,
+                int64_t batch, const std::vector<std::string>& bn_paths) {
+    const SafeTensors f = test::load_fixture(fixture);
+    const auto& ref = f.tensors;
+    Generator gen(0);
+    auto model = models::make_model(model_name, 10, gen, options);
+    const double checksum = test::fill_hashed(*model);
+    CHECK(checksum == doctest::Approx(ref.at("weights_checksum").item()).epsilon(1e-6));
+    const Tensor x = test::hashed_value("input", {batch, 3, 32, 32});
+    const Tensor labels = ref.at("labels");
+
+    double worst_logits = 0, worst_grad = 0, worst_sum = 0;
+    for (const std::string mode : {"train", "eval"}) {
+        INFO(fixture, " ", mode);
+        model->train(mode == "train");
+        model->zero_grad();
+        const Tensor logits = (*model)(x);
+        const Tensor loss = cross_entropy(logits, labels);
+        loss.backward();
+
+        const double e = worst_error(logits.to_vector(), ref.at(mode + ".logits").to_vector());
+        CHECK_MESSAGE(e <= 1e-4, "logits error ", e);
+        worst_logits = std::max(worst_logits, e);
+        CHECK(loss.item() == doctest::Approx(ref.at(mode + ".loss").item()).epsilon(1e-4));
+
+        for (const auto& [name, p] : model->named_parameters()) {
+            INFO(name);
+            REQUIRE(p.grad().defined());
+            const std::vector<float> g = p.grad().to_vector();
+            const int64_t n = static_cast<int64_t>(g.size()), stride = std::max<int64_t>(1, (n + 63) / 64);
+            std::vector<float> sample;
+            for (int64_t i = 0; i < n; i += stride) sample.push_back(g[i]);
+            const double eg = worst_error(sample, ref.at(mode + ".grad." + name).to_vector());
+            CHECK_MESSAGE(eg <= 1e-4, "gradient sample error ", eg);
+            worst_grad = std::max(worst_grad, eg);
+
+            double sum = 0, dot = 0, abs_sum = 0;
+            for (int64_t i = 0; i < n; ++i) sum += g[i], dot += g[i] * test::probe_sign(name, i), abs_sum += std::abs(g[i]);
+            const std::vector<float> r = ref.at(mode + ".gsum." + name).to_vector();   // [sum, dot, sum |g|]
+            const double scale = std::max<double>(r[2], 1e-30);
+            const double es = std::max({std::abs(sum - r[0]), std::abs(dot - r[1]), std::abs(abs_sum - r[2])}) / scale;
+            CHECK_MESSAGE(es <= 1e-4, "gradient sums error ", es, " (sum ", sum, " vs ", r[0], ", dot ", dot, " vs ",
+                          r[1], ", |g| ", abs_sum, " vs ", r[2], ")");
+            worst_sum = std::max(worst_sum, es);
+        }
+        if (mode == "train") {
+            const auto state = model->state_dict();
+            for (const auto& path : bn_paths) {
+                for (const std::string stat : {"running_mean", "running_var"})
+                    test::check_close(state.at(path + "." + stat), ref.at("after_train." + path + "." + stat), 1e-4,
+                                      1e-5, path + "." + stat);
+                CHECK(state.at(path + ".num_batches_tracked").to_vector_i64()[0] == 1);
+            }
+        }
+    }
+    MESSAGE(fixture, ": worst relative error logits ", worst_logits, ", gradient samples ", worst_grad,
+            ", gradient sums ", worst_sum);
+}
+
+}  // namespace
+
+TEST_CASE("models: resnet20 matches PyTorch (logits, loss, BN statistics, every gradient; train and eval)") {
+    run_parity("resnet20", "models_resnet20", {}, 4, {"bn1", "layer3.2.bn2"});
+}
+
+TEST_CASE("models: vit_tiny (depth 2) matches PyTorch (logits, loss, every gradient; train and eval)") {
+    run_parity("vit_tiny", "models_vit", {.depth = 2}, 2, {});
+}
