@@ -1,37 +1,168 @@
 // optim/optimizer.cpp -- see optimizer.h.
 #include "optim/optimizer.h"
 
+#include <bit>
+#include <cstdlib>
+#include <set>
+
 namespace razor::optim {
 
-void Optimizer::zero_grad() {
-    for (auto& [name, p] : params_) p.zero_grad();
+Tensor pack_f64(double value) {
+    Tensor t = Tensor::zeros({}, DType::I64);
+    t.i64()[0] = std::bit_cast<int64_t>(value);
+    return t;
 }
 
-Tensor& Optimizer::state(const std::string& name, const char* slot, const Tensor& like, bool* created) {
+double unpack_f64(const Tensor& t, const std::string& key) {
+    if (!t.defined() || t.dtype() != DType::I64 || t.numel() != 1)
+        throw Error(fmt("state '", key, "': expected one i64 holding a double's bits (pack_f64), got ",
+                        t.defined() ? fmt(dtype_name(t.dtype()), " ", shape_str(t.shape())) : std::string("nothing"),
+                        "; hint: the checkpoint was not written by razor's optimizers"));
+    return std::bit_cast<double>(t.contiguous().i64()[0]);
+}
+
+void Optimizer::zero_grad() {
+    for (size_t g = 0; g < num_groups(); ++g)
+        for (auto& [name, p] : group_params(g)) p.zero_grad();
+}
+
+NamedParameters Optimizer::params() const {
+    NamedParameters all;
+    for (size_t g = 0; g < num_groups(); ++g)
+        for (const auto& np : group_params(g)) all.push_back(np);
+    return all;
+}
+
+void Optimizer::set_lr(double lr) {
+    for (size_t g = 0; g < num_groups(); ++g) set_lr(g, lr);
+}
+
+std::vector<double> Optimizer::lrs() const {
+    std::vector<double> out;
+    for (size_t g = 0; g < num_groups(); ++g) out.push_back(lr(g));
+    return out;
+}
+
+double Optimizer::momentum(size_t group) const {
+    if (!*momentum_option())
+        throw Error(fmt(type_name(), ": has no momentum to read or cycle; hint: use SGD or Adam/AdamW, or turn "
+                                     "cycle_momentum off"));
+    return option(group, momentum_option());
+}
+
+void Optimizer::set_momentum(size_t group, double value) {
+    if (!*momentum_option())
+        throw Error(fmt(type_name(), ": has no momentum to set; hint: use SGD or Adam/AdamW, or turn cycle_momentum off"));
+    set_option(group, momentum_option(), value);
+}
+
+void Optimizer::register_params(const NamedParameters& params) {
+    std::set<const TensorImpl*> seen;
+    for (size_t g = 0; g < num_groups(); ++g)
+        for (const auto& [name, p] : group_params(g)) seen.insert(p.impl().get());
+    for (const auto& [name, p] : params) {
+        if (name.empty())
+            throw Error(fmt(type_name(), ": a parameter has an empty name; hint: optimizer state is keyed by name, "
+                                         "pass model.named_parameters()"));
+        if (!p.defined() || p.dtype() != DType::F32)
+            throw Error(fmt(type_name(), ": parameter '", name, "' must be a defined f32 tensor, got ",
+                            p.defined() ? dtype_name(p.dtype()) : "an undefined tensor"));
+        if (!p.is_contiguous())
+            throw Error(fmt(type_name(), ": parameter '", name, "' is a non-contiguous view; hint: optimize the "
+                                         "tensor that owns the storage"));
+        if (shapes_.count(name))
+            throw Error(fmt(type_name(), ": parameter '", name, "' appears twice (in the same or another group); "
+                                         "hint: each parameter belongs to exactly one group"));
+        if (!seen.insert(p.impl().get()).second)
+            throw Error(fmt(type_name(), ": parameter '", name, "' is a tensor already given under another name; "
+                                         "hint: each parameter belongs to exactly one group"));
+        shapes_.emplace(name, p.shape());
+    }
+}
+
+Tensor& Optimizer::state(const std::string& name, const char* slot, const Shape& shape, DType dtype, bool* created) {
     const std::string key = name + "." + slot;
     auto it = state_.find(key);
     if (created) *created = it == state_.end();
-    if (it == state_.end()) it = state_.emplace(key, Tensor::zeros(like.shape())).first;
+    if (it == state_.end()) it = state_.emplace(key, Tensor::zeros(shape, dtype)).first;
     return it->second;
 }
 
+Tensor Optimizer::grad_of(const std::string& name, const Tensor& p) const {
+    Tensor g = p.grad();
+    if (!g.defined()) return g;
+    if (g.shape() != p.shape() || g.dtype() != DType::F32)
+        throw Error(fmt(type_name(), ".step: the gradient of '", name, "' is ", dtype_name(g.dtype()), " ",
+                        shape_str(g.shape()), " but the parameter is f32 ", shape_str(p.shape()),
+                        "; hint: a gradient set by hand must match its parameter"));
+    return g.contiguous();
+}
+
+void Optimizer::check_grads() const {
+    for (size_t g = 0; g < num_groups(); ++g)
+        for (const auto& [name, p] : group_params(g)) grad_of(name, p);
+}
+
+std::map<std::string, Tensor> Optimizer::state_dict() const {
+    std::map<std::string, Tensor> out = state_;
+    for (size_t g = 0; g < num_groups(); ++g)
+        for (const auto& field : option_names())
+            out.emplace(fmt("param_groups.", g, ".", field), pack_f64(option(g, field)));
+    return out;
+}
+
 void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
+    const std::string where = fmt(type_name(), ".load_state_dict");
+    const std::vector<std::string> slots = state_slots(), fields = option_names();
+    std::vector<std::map<std::string, double>> options(num_groups());
+    std::map<std::string, Tensor> next;
     for (const auto& [key, t] : state) {
+        if (key.rfind("param_groups.", 0) == 0) {
+            // "param_groups.<g>.<field>"
+            const std::string rest = key.substr(13);
+            const size_t dot = rest.find('.');
+            char* end = nullptr;
+            const unsigned long g = std::strtoul(rest.c_str(), &end, 10);
+            if (dot == std::string::npos || end != rest.c_str() + dot || dot == 0)
+                throw Error(fmt(where, ": key '", key, "' is not param_groups.<group>.<option>"));
+            if (g >= num_groups())
+                throw Error(fmt(where, ": '", key, "' names group ", g, " but this optimizer has ", num_groups(),
+                                " groups; hint: build the optimizer with the same groups as the checkpoint's"));
+            const std::string field = rest.substr(dot + 1);
+            bool known = false;
+            for (const auto& f : fields) known |= f == field;
+            if (!known)
+                throw Error(fmt(where, ": '", key, "' is not an option of ", type_name(),
+                                "; hint: the checkpoint belongs to another optimizer"));
+            options[g][field] = unpack_f64(t, key);
+            continue;
+        }
+        const size_t dot = key.rfind('.');
+        const std::string name = dot == std::string::npos ? key : key.substr(0, dot);
+        const std::string slot = dot == std::string::npos ? "" : key.substr(dot + 1);
+        auto shape = shapes_.find(name);
+        if (shape == shapes_.end())
+            throw Error(fmt(where, ": state '", key, "' names no parameter of this optimizer; hint: the checkpoint "
+                                   "belongs to another model or optimizer"));
         bool known = false;
-        for (const auto& [name, p] : params_)
-            if (key.rfind(name + ".", 0) == 0) {
-                known = true;
-                if (t.shape() != p.shape() && t.numel() != 1)
-                    throw Error(fmt("optimizer.load_state_dict: state '", key, "' has shape ", shape_str(t.shape()),
-                                    " but parameter '", name, "' is ", shape_str(p.shape()),
-                                    "; hint: the checkpoint belongs to another model"));
-            }
+        for (const auto& s : slots) known |= s == slot;
         if (!known)
-            throw Error(fmt("optimizer.load_state_dict: state '", key, "' names no parameter of this optimizer; hint: "
-                            "the checkpoint belongs to another model or optimizer"));
+            throw Error(fmt(where, ": state '", key, "' has slot '", slot, "', which ", type_name(),
+                            " does not keep; hint: the checkpoint belongs to another optimizer"));
+        if (!t.defined()) throw Error(fmt(where, ": state '", key, "' is undefined"));
+        if (slot == "step") {
+            if (t.dtype() != DType::I64 || t.numel() != 1)
+                throw Error(fmt(where, ": state '", key, "' must be one i64 (the step count), got ",
+                                dtype_name(t.dtype()), " ", shape_str(t.shape())));
+        } else if (t.dtype() != DType::F32 || t.shape() != shape->second) {
+            throw Error(fmt(where, ": state '", key, "' is ", dtype_name(t.dtype()), " ", shape_str(t.shape()),
+                            " but parameter '", name, "' is f32 ", shape_str(shape->second),
+                            "; hint: the checkpoint belongs to another model"));
+        }
+        next.emplace(key, t.clone());
     }
-    state_.clear();
-    for (const auto& [key, t] : state) state_.emplace(key, t.clone());
+    load_options(options);   // validates, then replaces (throws before changing anything)
+    state_ = std::move(next);
 }
 
 }  // namespace razor::optim

@@ -1,41 +1,51 @@
 // optim/sgd.cpp -- see sgd.h.
 #include "optim/sgd.h"
 
+#include "optim/fma.h"
+
 namespace razor::optim {
 
-SGD::SGD(NamedParameters params, SGDOptions options) : Optimizer(std::move(params)), options_(options) {
-    if (options.nesterov && (options.momentum <= 0 || options.dampening != 0))
-        throw Error("SGD: nesterov needs momentum > 0 and dampening 0 (as PyTorch)");
-    if (options.lr < 0 || options.momentum < 0 || options.weight_decay < 0)
-        throw Error(fmt("SGD: lr, momentum and weight_decay must be >= 0, got lr ", options.lr, ", momentum ",
-                        options.momentum, ", weight_decay ", options.weight_decay));
-    lr_ = options.lr;
+SGD::SGD(NamedParameters params, SGDOptions options) { add_groups({{std::move(params), options}}); }
+SGD::SGD(std::vector<ParamGroup<SGDOptions>> groups) { add_groups(std::move(groups)); }
+
+void SGD::check_options(const SGDOptions& o) const {
+    if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
+        throw Error(fmt("SGD: nesterov needs momentum > 0 and dampening 0 (as PyTorch), got momentum ", o.momentum,
+                        ", dampening ", o.dampening));
+    if (!(o.lr >= 0) || !(o.momentum >= 0) || !(o.weight_decay >= 0))
+        throw Error(fmt("SGD: lr, momentum and weight_decay must be >= 0, got lr ", o.lr, ", momentum ", o.momentum,
+                        ", weight_decay ", o.weight_decay));
 }
 
 void SGD::step() {
     NoGradGuard no_grad;
-    const SGDOptions& o = options_;
-    for (auto& [name, p] : params_) {
-        Tensor g = p.grad();
-        if (!g.defined()) continue;
-        float* pp = p.f32();
-        const float* pg = g.f32();
-        const int64_t n = p.numel();
-        float* buf = nullptr;
-        bool first = false;
-        if (o.momentum != 0.f) buf = state(name, "momentum_buffer", p, &first).f32();
-        const float lr = lr_, wd = o.weight_decay, mom = o.momentum, damp = o.dampening;
-        const bool nesterov = o.nesterov;
+    check_grads();
+    for (const Group& group : groups_) {
+        const SGDOptions& o = group.options;
+        // PyTorch multiplies f32 tensors by the options rounded to f32; 1 - dampening is formed in double first.
+        const float neg_lr = static_cast<float>(-o.lr), wd = static_cast<float>(o.weight_decay),
+                    mom = static_cast<float>(o.momentum), keep = static_cast<float>(1 - o.dampening);
+        const bool nesterov = o.nesterov, decay = o.weight_decay != 0;
+        for (const auto& [name, p] : group.params) {
+            Tensor g = grad_of(name, p);
+            if (!g.defined()) continue;
+            float* pp = p.f32();
+            const float* pg = g.f32();
+            const int64_t n = p.numel();
+            float* buf = nullptr;
+            bool first = false;
+            if (o.momentum != 0) buf = state(name, "momentum_buffer", p.shape(), DType::F32, &first).f32();
 #pragma omp parallel for simd schedule(static) if (n > (1 << 16))
-        for (int64_t i = 0; i < n; ++i) {
-            float d = pg[i] + wd * pp[i];
-            if (buf) {
-                buf[i] = first ? d : mom * buf[i] + (1.f - damp) * d;
-                d = nesterov ? d + mom * buf[i] : buf[i];
+            for (int64_t i = 0; i < n; ++i) {
+                float d = decay ? madd(pp[i], wd, pg[i]) : pg[i];          // g.add(p, alpha=weight_decay)
+                if (buf) {
+                    buf[i] = first ? d : madd(d, keep, buf[i] * mom);      // buf.mul_(m).add_(d, alpha=1-damp)
+                    d = nesterov ? madd(buf[i], mom, d) : buf[i];          // d.add(buf, alpha=momentum)
+                }
+                pp[i] = madd(d, neg_lr, pp[i]);                            // p.add_(d, alpha=-lr)
             }
-            pp[i] -= lr * d;
+            p.bump_version();
         }
-        p.bump_version();
     }
 }
 
