@@ -5,7 +5,8 @@
 
 #include <vector>
 
-#include "data/idx.h"
+#include "data/dataset.h"
+#include "core/rng.h"
 
 namespace razor::data {
 
