@@ -36,17 +36,29 @@ int stb_length(const std::string& bytes, const std::string& source) {
         throw Error(fmt(source, ": ", bytes.size(), " bytes is larger than the 1 GiB limit for one image file"));
     return static_cast<int>(bytes.size());
 }
+void check_size(int64_t w, int64_t h, const std::string& source, int64_t max_side) {
+    if (w < 1 || h < 1 || w > max_side || h > max_side)
+        throw Error(fmt(source, ": header declares ", w, "x", h, " pixels (width x height); expected 1..", max_side,
+                        " on each side; hint: the header is corrupt, or raise ImageDecode.max_side for huge images"));
+}
 }  // namespace
 
 ImageInfo read_image_info(const std::string& bytes, const std::string& source, int64_t max_side) {
     int w = 0, h = 0, c = 0;
     const auto* data = reinterpret_cast<const stbi_uc*>(bytes.data());
+    // A PNG's size is at a fixed place (the IHDR chunk right after the signature): razor reads it itself, because
+    // stb_image's header scan refuses PNGs over 2^30 pixel bytes with a reason that stbi_info then overwrites.
+    const bool png = bytes.size() >= 24 && bytes.compare(0, 8, "\x89PNG\r\n\x1a\n", 8) == 0 && bytes.compare(12, 4, "IHDR") == 0;
+    if (png) {
+        const auto be32 = [&](size_t at) {
+            return (int64_t{data[at]} << 24) | (int64_t{data[at + 1]} << 16) | (int64_t{data[at + 2]} << 8) | data[at + 3];
+        };
+        check_size(be32(16), be32(20), source, max_side);
+    }
     if (!stbi_info_from_memory(data, stb_length(bytes, source), &w, &h, &c))
         throw Error(fmt(source, ": not a readable JPEG or PNG header (stb_image: ", stbi_failure_reason(),
                         "); hint: the file is corrupt, empty, or another format"));
-    if (w < 1 || h < 1 || w > max_side || h > max_side)
-        throw Error(fmt(source, ": header declares ", w, "x", h, " pixels (width x height); expected 1..", max_side,
-                        " on each side; hint: the header is corrupt, or raise ImageDecode.max_side for huge images"));
+    check_size(w, h, source, max_side);
     if (c < 1 || c > 4)
         throw Error(fmt(source, ": header declares ", c, " channels; expected 1 to 4 (grey, grey+alpha, RGB, RGBA)"));
     return {w, h, c};

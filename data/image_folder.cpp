@@ -67,6 +67,13 @@ ImageInfo file_info(const std::string& path, int64_t max_side) {
 ImageDataset load_image_folder(const std::string& root, const std::string& split, const ImageFolderOptions& options) {
     const ImageDecode& decode = options.decode;
     const fs::path dir = fs::path(root) / split;
+    if (decode.channels != 1 && decode.channels != 3)
+        throw Error(fmt("image folder ", dir.string(), ": ImageDecode.channels = ", decode.channels,
+                        "; expected 1 (grey) or 3 (RGB)"));
+    if ((decode.height > 0) != (decode.width > 0) || decode.height < 0 || decode.width < 0 || decode.max_side < 1)
+        throw Error(fmt("image folder ", dir.string(), ": ImageDecode size ", decode.height, "x", decode.width,
+                        ", max_side ", decode.max_side, "; expected both sides > 0 (resize) or both 0 (keep), "
+                        "max_side >= 1; a size with only one side set is not supported"));
     if (!fs::is_directory(dir)) {
         const std::string found = fs::is_directory(root) ? join(sorted_entries(root, true)) : std::string("(root missing)");
         throw Error(fmt("image folder: ", dir.string(), " is not a folder; expected ROOT/SPLIT/CLASS/*.jpg; splits in ",
