@@ -8,6 +8,8 @@ namespace razor::data {
 
 Batch make_batch(const ImageDataset& ds, const std::vector<int64_t>& indices, int64_t begin, int64_t end,
                  const std::vector<float>& mean, const std::vector<float>& std) {
+    if (!ds.in_memory())
+        throw Error(fmt("make_batch(", ds.name, "): the images are on disk; hint: use data::DataLoader, which decodes them"));
     const Shape& s = ds.images.shape();   // (N, C, H, W)
     const int64_t C = s[1], HW = s[2] * s[3], B = end - begin;
     if (static_cast<int64_t>(mean.size()) != C || static_cast<int64_t>(std.size()) != C)

@@ -1,11 +1,13 @@
-// data/batch.h -- turn rows of an in-memory u8 image set into a normalised f32 batch.
+// data/batch.h -- a batch (images f32 (B, C, H, W), labels i64 (B)), and make_batch: rows of an in-memory u8 image
+// set to a normalised f32 batch without augmentation (evaluation loops; data::DataLoader for training).
 //
 // reference: torchvision.transforms.ToTensor + Normalize: x = (pixel / 255 - mean[c]) / std[c].
 #pragma once
 
 #include <vector>
 
-#include "data/idx.h"
+#include "data/dataset.h"
+#include "core/rng.h"
 
 namespace razor::data {
 

@@ -107,6 +107,7 @@ ImageDataset load_fashion_mnist(const std::string& dir, bool train) {
     ImageDataset ds;
     ds.name = "fashion-mnist/" + prefix;
     ds.num_classes = 10;
+    ds.classes = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
     ds.images = images.as_strided({images.size(0), 1, images.size(1), images.size(2)},
                                   {images.size(1) * images.size(2), images.size(1) * images.size(2), images.size(2), 1}, 0);
     ds.labels = Tensor::empty({labels_u8.size(0)}, DType::I64);

@@ -10,20 +10,12 @@
 #include <string>
 
 #include "core/tensor.h"
+#include "data/dataset.h"
 
 namespace razor::data {
 
 // Reads an IDX file of unsigned bytes (".gz" is decompressed on the fly) into a U8 tensor of the declared shape.
 Tensor read_idx(const std::string& path);
-
-// An image classification set in memory: images (N, C, H, W) u8, labels (N) i64.
-struct ImageDataset {
-    Tensor images;
-    Tensor labels;
-    int64_t num_classes = 0;
-    std::string name;
-    int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
-};
 
 // Fashion-MNIST from Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist) or another folder holding
 // {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]. Images come back as (N, 1, 28, 28).

@@ -1,0 +1,108 @@
+// data/image_decode.cpp -- one JPEG/PNG to a (C, H, W) u8 tensor: header check, decode, resize (see image_folder.h).
+//
+// stb_image is compiled here, and only here: static (no symbol can clash with another copy, e.g. Debian's libstb.so
+// if something else links it), JPEG and PNG only (less code that parses untrusted bytes). STBI_MAX_DIMENSIONS is
+// stb's own backstop; razor's header check (read_image_info) runs first with its own, lower limit.
+#include <cstring>
+#include <filesystem>
+#include <memory>
+
+#define STB_IMAGE_IMPLEMENTATION
+#define STB_IMAGE_STATIC
+#define STBI_ONLY_JPEG
+#define STBI_ONLY_PNG
+#define STBI_NO_STDIO
+#define STBI_MAX_DIMENSIONS (1 << 16)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#pragma GCC diagnostic ignored "-Wimplicit-fallthrough"
+#include <stb/stb_image.h>
+#pragma GCC diagnostic pop
+
+#include "core/check.h"
+#include "core/safetensors.h"   // read_file
+#include "data/functional.h"
+#include "data/image_folder.h"
+
+namespace razor::data {
+namespace {
+// An encoded image larger than this is refused before it is read into memory (a 8192x8192 PNG is well below).
+constexpr int64_t kMaxFileBytes = int64_t{1} << 30;
+
+int stb_length(const std::string& bytes, const std::string& source) {
+    if (bytes.size() > static_cast<size_t>(kMaxFileBytes))
+        throw Error(fmt(source, ": ", bytes.size(), " bytes is larger than the 1 GiB limit for one image file"));
+    return static_cast<int>(bytes.size());
+}
+void check_size(int64_t w, int64_t h, const std::string& source, int64_t max_side) {
+    if (w < 1 || h < 1 || w > max_side || h > max_side)
+        throw Error(fmt(source, ": header declares ", w, "x", h, " pixels (width x height); expected 1..", max_side,
+                        " on each side; hint: the header is corrupt, or raise ImageDecode.max_side for huge images"));
+}
+}  // namespace
+
+ImageInfo read_image_info(const std::string& bytes, const std::string& source, int64_t max_side) {
+    int w = 0, h = 0, c = 0;
+    const auto* data = reinterpret_cast<const stbi_uc*>(bytes.data());
+    // A PNG's size is at a fixed place (the IHDR chunk right after the signature): razor reads it itself, because
+    // stb_image's header scan refuses PNGs over 2^30 pixel bytes with a reason that stbi_info then overwrites.
+    const bool png = bytes.size() >= 24 && bytes.compare(0, 8, "\x89PNG\r\n\x1a\n", 8) == 0 && bytes.compare(12, 4, "IHDR") == 0;
+    if (png) {
+        const auto be32 = [&](size_t at) {
+            return (int64_t{data[at]} << 24) | (int64_t{data[at + 1]} << 16) | (int64_t{data[at + 2]} << 8) | data[at + 3];
+        };
+        check_size(be32(16), be32(20), source, max_side);
+    }
+    if (!stbi_info_from_memory(data, stb_length(bytes, source), &w, &h, &c))
+        throw Error(fmt(source, ": not a readable JPEG or PNG header (stb_image: ", stbi_failure_reason(),
+                        "); hint: the file is corrupt, empty, or another format"));
+    check_size(w, h, source, max_side);
+    if (c < 1 || c > 4)
+        throw Error(fmt(source, ": header declares ", c, " channels; expected 1 to 4 (grey, grey+alpha, RGB, RGBA)"));
+    return {w, h, c};
+}
+
+Tensor decode_image(const std::string& bytes, const std::string& source, const ImageDecode& decode, const Shape& expect) {
+    if (decode.channels != 1 && decode.channels != 3)
+        throw Error(fmt(source, ": ImageDecode.channels = ", decode.channels, "; expected 1 (grey) or 3 (RGB)"));
+    if ((decode.height > 0) != (decode.width > 0))
+        throw Error(fmt(source, ": ImageDecode size ", decode.height, "x", decode.width,
+                        " sets only one side; expected both (resize) or neither (keep)"));
+    const ImageInfo info = read_image_info(bytes, source, decode.max_side);
+    int w = 0, h = 0, c = 0;
+    const int channels = static_cast<int>(decode.channels);
+    std::unique_ptr<stbi_uc, void (*)(void*)> pixels(   // (H, W, C) interleaved
+        stbi_load_from_memory(reinterpret_cast<const stbi_uc*>(bytes.data()), static_cast<int>(bytes.size()), &w, &h,
+                              &c, channels),
+        &stbi_image_free);
+    if (!pixels)
+        throw Error(fmt(source, ": corrupt image data after a valid ", info.width, "x", info.height,
+                        " header (stb_image: ", stbi_failure_reason(), "); hint: the file is damaged, re-create it"));
+    RAZOR_CHECK(w == info.width && h == info.height) << source << ": stb_image decoded " << w << "x" << h
+                                                     << " from a " << info.width << "x" << info.height << " header";
+    // (H, W, C) -> (C, H, W): planes, as razor's images are channels-first.
+    Tensor img = Tensor::empty({channels, h, w}, DType::U8);
+    uint8_t* out = img.data<uint8_t>();
+    const int64_t hw = static_cast<int64_t>(h) * w;
+    for (int64_t i = 0; i < hw; ++i)
+        for (int ch = 0; ch < channels; ++ch) out[ch * hw + i] = pixels.get()[i * channels + ch];
+    if (decode.height > 0 && (decode.height != h || decode.width != w))
+        img = resize_bilinear(img, decode.height, decode.width);
+    if (!expect.empty() && img.shape() != expect)
+        throw Error(fmt(source, ": image is ", shape_str(img.shape()), " (C, H, W), expected ", shape_str(expect),
+                        " like the first image of the set; hint: set ImageDecode height and width to resize every image"));
+    return img;
+}
+
+Tensor decode_image_file(const std::string& path, const ImageDecode& decode, const Shape& expect) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    if (ec) throw Error(fmt(path, ": cannot read (", ec.message(), "); hint: check the path"));
+    if (size > static_cast<uintmax_t>(kMaxFileBytes))
+        throw Error(fmt(path, ": ", size, " bytes is larger than the 1 GiB limit for one image file"));
+    return decode_image(read_file(path), path, decode, expect);
+}
+
+}  // namespace razor::data
