@@ -10,9 +10,10 @@
 //   garbage, e.g. a fresh Tensor::empty).
 //
 // Implementation: Eigen::Map (RowMajor, OuterStride) over the pointers, one .noalias() product, so Eigen's
-// blocked GEMM runs straight on the caller's memory with no temporaries. Eigen parallelises a large product
-// with OpenMP by itself; called from inside an OpenMP parallel region (conv2d's batch loop) it runs on the
-// calling thread only, which is what a per-thread GEMM wants.
+// blocked GEMM runs straight on the caller's memory with no temporaries. A large product called outside an
+// OpenMP parallel region is cut into one block of C per thread (see gemm.cpp for why not Eigen's own
+// threading); called from inside a parallel region (conv2d's batch loop) it runs on the calling thread only,
+// which is what a per-thread GEMM wants.
 #pragma once
 
 #include <cstdint>

@@ -7,21 +7,28 @@
 // W[gi*OCg : (gi+1)*OCg] and reads input channels gi*Cg : (gi+1)*Cg.
 //
 // Kernels:
-//   im2col    col (C*KK, OHW) of one image: row (c, kh, kw) holds x[c, oh*sh - ph + kh*dh, ow*sw - pw + kw*dw]
-//             (0 in the padding); group gi's rows are the block gi*Cg*KK : (gi+1)*Cg*KK.
-//   forward   y[n] (OC, OHW): per group, W_gi (OCg, Cg*KK) . col_gi (Cg*KK, OHW), started from the bias (beta = 1).
+//   im2col    col (C*KK, T) for T output positions of one image: row (c, kh, kw) holds
+//             x[c, oh*sh - ph + kh*dh, ow*sw - pw + kw*dw] (0 in the padding); group gi's rows are the block
+//             gi*Cg*KK : (gi+1)*Cg*KK. Built one tile of output rows at a time (T ~ 256 positions), so the
+//             tile and Eigen's packed copy of it stay in L2 (1 MB here) while the GEMM reads them. With stride 1
+//             and OW == W (3x3 pad 1) a col row is one shifted copy of the channel plane plus a few zeroed edge
+//             entries instead of OH short row copies.
+//   forward   y[n] (OC, T): per group, W_gi (OCg, Cg*KK) . col_gi (Cg*KK, T), started from the bias (beta = 1).
+//   backward  per tile: gW_gi += gy_gi (OCg, T) . col_gi^T, then the same buffer takes
+//             gcol_gi = W_gi^T . gy_gi and col2im adds it into gx[n].
 //   pointwise 1x1, stride 1, no padding: col is x[n] itself (C, HW), so im2col and col2im are skipped.
 //   depthwise groups == C (Cg = 1, any OC = C * multiplier): a direct kernel; a (1, KK) x (KK, OHW) GEMM per
 //             channel would waste the GEMM machinery.
 //
-// Threading: the batch is split into one chunk per thread, each with its own im2col buffer (and, in backward,
-// its own gcol buffer and gW partial sum); the GEMMs inside run single-threaded. Measured on this machine for
-// the ResNet-20 CIFAR shapes at batch 128 on 2 threads (see bench/ and docs/bench-ops.md), this beat one big
-// GEMM per group over the whole batch (W_gi . [col_0 ... col_N-1], then a transpose back to NCHW): the per-image
-// working set (x[n], col, y[n]: ~0.7 MB for 16 channels at 32x32) stays in L2, while the big GEMM streams an
-// N*OHW-wide col through memory (75 MB for the first stage) and pays an extra pass to reorder its
-// (OC, N*OHW) result. With fewer images than threads (inference on one image), images run one after another and
-// Eigen parallelises each GEMM instead.
+// Threading: the batch is split into one chunk per thread, each with its own tile buffer (and in backward its
+// own gW partial sum, added up at the end); the GEMMs inside run single-threaded. Measured against one big GEMM
+// per group over the whole batch (col (C*KK, N*OHW) built in parallel, one Eigen-parallel GEMM, then a reorder
+// of the (OC, N*OHW) result to NCHW), at batch 128 on 2 threads of this machine (AMD EPYC Zen 4, 1 MB L2 per
+// core; bench/ and docs/bench-ops.md), forward / gW in ms, per image vs big GEMM:
+//   16->16 32x32: 6.3 / 6.8 vs 40 / 20;  32->32 16x16: 4.9 / 5.4 vs 23 / 13;  64->64 8x8: 5.5 / 5.7 vs 11 / 13.
+// Per image wins because its working set stays in L2, while the big GEMM streams a 75 MB col (16 channels at
+// 32x32) through memory and pays an extra pass to reorder its result. With fewer images than threads
+// (inference on one image) the images run one after another and Eigen parallelises each GEMM instead.
 //
 // Saves: x as SaveKind::Activation, only if W needs a gradient (gW = sum_n g[n] . im2col(x[n])^T; Back Razor
 //        prunes this one). W as SaveKind::Parameter (reference, 0 bytes), only if x needs a gradient (gx).
@@ -31,6 +38,10 @@
 
 #include <algorithm>
 #include <vector>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "core/autograd.h"
 #include "core/check.h"
@@ -69,22 +80,31 @@ void valid_range(int64_t out, int64_t in, int64_t stride, int64_t pad, int64_t o
 // whose ow falls outside [ow_lo, ow_hi) picked up a neighbouring input row and must be zeroed.
 bool shifted_rows(const ConvGeometry& g) { return g.sh == 1 && g.sw == 1 && g.OW == g.W; }
 
+// Zeroes n floats. The runs here are mostly padding borders of 1..16 floats; a memset call (which the
+// compiler also makes of a plain zeroing loop) costs more than that, so short runs are one masked store.
+inline void zero_floats(float* p, int64_t n) {
+#if defined(__AVX512F__)
+    if (n <= 16) {
+        if (n > 0) _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1u), _mm512_setzero_ps());
+        return;
+    }
+#endif
+    std::fill(p, p + n, 0.f);
+}
+
 // Zeroes columns [0, ow_lo) and [ow_hi, OW) of rows [oh_lo, oh_hi) of a (OH, OW) row-major plane.
 void zero_edge_columns(float* plane, int64_t oh_lo, int64_t oh_hi, int64_t OW, int64_t ow_lo, int64_t ow_hi) {
     if (ow_lo > 0)
-        for (int64_t oh = oh_lo; oh < oh_hi; ++oh)
-            for (int64_t ow = 0; ow < ow_lo; ++ow) plane[oh * OW + ow] = 0.f;
+        for (int64_t oh = oh_lo; oh < oh_hi; ++oh) zero_floats(plane + oh * OW, ow_lo);
     if (ow_hi < OW)
-        for (int64_t oh = oh_lo; oh < oh_hi; ++oh)
-            for (int64_t ow = ow_hi; ow < OW; ++ow) plane[oh * OW + ow] = 0.f;
+        for (int64_t oh = oh_lo; oh < oh_hi; ++oh) zero_floats(plane + oh * OW + ow_hi, OW - ow_hi);
 }
 
 // Output rows are processed in tiles of about this many output positions, so that the im2col tile
-// (C*KK x tile) and Eigen's packed copy of it stay in L2 while the GEMM reads them.
-#ifndef RAZOR_CONV_TILE
-#define RAZOR_CONV_TILE 256
-#endif
-int64_t tile_rows(const ConvGeometry& g) { return std::clamp<int64_t>(RAZOR_CONV_TILE / g.OW, 1, g.OH); }
+// (C*KK x tile) and Eigen's packed copy of it stay in L2 while the GEMM reads them. (256 and 512 measured
+// alike on the ResNet-20 shapes; 256 keeps a 64-channel 3x3 tile at 590 KB.)
+constexpr int64_t kTilePositions = 256;
+int64_t tile_rows(const ConvGeometry& g) { return std::clamp<int64_t>(kTilePositions / g.OW, 1, g.OH); }
 
 // The output rows [lo, hi) of [oh0, oh1) at which kernel row kh reads inside the image (lo == hi: none).
 void tile_valid_rows(const ConvGeometry& g, int64_t kh, int64_t oh0, int64_t oh1, int64_t& lo, int64_t& hi) {
@@ -111,36 +131,34 @@ void im2col(const ConvGeometry& g, const float* x /*(C, H, W)*/, float* col /*(C
                 const int64_t iw0 = kw * g.dw - g.pw;   // iw = ow*sw + iw0
                 const float* plane = x + c * g.hw();      // (H, W)
                 if (lo == hi || ow_lo == ow_hi) {         // the tap sees only padding in this tile
-                    std::fill(row, row + cols, 0.f);
+                    zero_floats(row, cols);
                     continue;
                 }
                 if (shifted) {
                     // One copy from the first to the last valid position, then zero what lies outside.
                     const int64_t shift = (kh * g.dh - g.ph) * g.W + iw0;
                     const int64_t p0 = lo * OW + ow_lo, p1 = (hi - 1) * OW + ow_hi;   // absolute positions
-                    std::fill(row, row + (p0 - base), 0.f);
+                    zero_floats(row, p0 - base);
                     std::copy(plane + p0 + shift, plane + p1 + shift, row + (p0 - base));
-                    std::fill(row + (p1 - base), row + cols, 0.f);
+                    zero_floats(row + (p1 - base), cols - (p1 - base));
                     zero_edge_columns(row, lo - oh0, hi - oh0, OW, ow_lo, ow_hi);
                     continue;
                 }
-                std::fill(row, row + (lo - oh0) * OW, 0.f);
+                zero_floats(row, (lo - oh0) * OW);
                 for (int64_t oh = lo; oh < hi; ++oh) {
                     float* dst = row + (oh - oh0) * OW;
                     const float* src = plane + (oh * g.sh - g.ph + kh * g.dh) * g.W;   // input row ih
-                    // Plain loops, not std::fill/copy: rows are short (8..32), so call overhead would dominate.
-                    int64_t ow = 0;
-                    for (; ow < ow_lo; ++ow) dst[ow] = 0.f;
+                    // Rows are short (8..32): plain loops and masked stores, no library calls.
+                    zero_floats(dst, ow_lo);
                     if (g.sw == 1) {
 #pragma omp simd
-                        for (int64_t i = ow; i < ow_hi; ++i) dst[i] = src[i + iw0];
-                        ow = ow_hi;
+                        for (int64_t ow = ow_lo; ow < ow_hi; ++ow) dst[ow] = src[ow + iw0];
                     } else {
-                        for (; ow < ow_hi; ++ow) dst[ow] = src[ow * g.sw + iw0];
+                        for (int64_t ow = ow_lo; ow < ow_hi; ++ow) dst[ow] = src[ow * g.sw + iw0];
                     }
-                    for (; ow < OW; ++ow) dst[ow] = 0.f;
+                    zero_floats(dst + ow_hi, OW - ow_hi);
                 }
-                std::fill(row + (hi - oh0) * OW, row + cols, 0.f);
+                zero_floats(row + (hi - oh0) * OW, (oh1 - hi) * OW);
             }
         }
 }

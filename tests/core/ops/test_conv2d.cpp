@@ -201,3 +201,17 @@ TEST_CASE("conv2d: saves x only if W trains, W only by reference, never an im2co
         }
     }
 }
+
+TEST_CASE("conv2d: an empty batch gives an empty output and zero weight and bias gradients") {
+    for (int64_t groups : {1, 2}) {
+        Tensor x = Tensor::zeros({0, 2, 5, 5});
+        x.requires_grad_();
+        Tensor W = randn_leaf({2, 2 / groups, 3, 3}, 1), b = randn_leaf({2}, 2);
+        Tensor y = conv2d(x, W, b, opts(1, 1, 1, groups));
+        CHECK(y.shape() == Shape{0, 2, 5, 5});
+        y.backward(Tensor::zeros(y.shape()));
+        CHECK(x.grad().shape() == x.shape());
+        CHECK(W.grad().to_vector() == std::vector<float>(static_cast<size_t>(W.numel()), 0.f));
+        CHECK(b.grad().to_vector() == std::vector<float>(2, 0.f));
+    }
+}

@@ -96,3 +96,14 @@ TEST_CASE("linear: saves x only if W needs grad, W (by reference) only if x need
         CHECK(tape.live().items == 0);
     }
 }
+
+TEST_CASE("linear: no rows gives an empty output and zero weight and bias gradients") {
+    Tensor x = Tensor::zeros({0, 6});
+    x.requires_grad_();
+    Tensor W = randn_leaf({4, 6}, 1), b = randn_leaf({4}, 2);
+    Tensor y = linear(x, W, b);
+    CHECK(y.shape() == Shape{0, 4});
+    y.backward(Tensor::zeros(y.shape()));
+    CHECK(W.grad().to_vector() == std::vector<float>(24, 0.f));
+    CHECK(b.grad().to_vector() == std::vector<float>(4, 0.f));
+}

@@ -118,3 +118,13 @@ TEST_CASE("matmul: saves only the operands the gradients need") {
     y2.backward(Tensor::ones(y2.shape()));
     CHECK(TapeAccounting::instance().live().items == 0);
 }
+
+TEST_CASE("matmul: an empty broadcast batch gives zero gradients for the repeated operand") {
+    Tensor a = randn_leaf({1, 3, 4}, 1), b = Tensor::zeros({0, 4, 5});
+    b.requires_grad_();
+    Tensor y = matmul(a, b);
+    CHECK(y.shape() == Shape{0, 3, 5});
+    y.backward(Tensor::zeros(y.shape()));
+    CHECK(a.grad().to_vector() == std::vector<float>(12, 0.f));
+    CHECK(b.grad().shape() == b.shape());
+}
