@@ -4,7 +4,7 @@
 //
 // Every scheduler here is a closed form: after t = last_epoch() calls of step(), group g's lr is lr_at(t, g),
 // a function of t and that group's base lr (the lr the group had when the scheduler was built). PyTorch's
-// step() uses "chainable" recursive forms of the same formulas; they agree to rounding (~1e-16 relative) as long
+// step() uses "chainable" recursive forms of the same formulas; they agree to rounding (below 1e-15) as long
 // as nothing else writes the lr between steps -- here an lr set by hand is overwritten at the next step().
 //
 // Use as PyTorch: build the scheduler after the optimizer (that applies lr_at(0)), call opt.step() then
