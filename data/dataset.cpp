@@ -50,7 +50,10 @@ ImageDataset subset_classes(const ImageDataset& ds, const std::vector<int64_t>& 
     out.num_classes = static_cast<int64_t>(keep.size());
     for (int64_t c : keep) out.classes.push_back(c < static_cast<int64_t>(ds.classes.size()) ? ds.classes[c] : std::to_string(c));
     std::string list;
-    for (size_t k = 0; k < keep.size(); ++k) list += (k ? "," : "") + std::to_string(keep[k]);
+    for (size_t k = 0; k < keep.size(); ++k) {
+        if (k) list += ',';
+        list += std::to_string(keep[k]);
+    }
     out.name = ds.name + "[classes " + list + "]";
     const int64_t n = static_cast<int64_t>(rows.size());
     out.labels = Tensor::empty({n}, DType::I64);
