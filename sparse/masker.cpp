@@ -24,8 +24,10 @@ namespace razor::sparse {
 
 namespace {
 
-constexpr int kBucketShift = 20;                   // key bits 30..20 (exponent + 3 mantissa bits) pick a bucket
-constexpr int kBuckets = 1 << (31 - kBucketShift);  // 2048
+// Level 1 buckets on the 8 exponent bits of the key (bits 30..23); later levels refine 8 bits at a time.
+constexpr int kExponentShift = 23;
+constexpr int kTables = 8;          // interleaved level-1 histograms: element i counts in table i % 8
+constexpr int64_t kFewKeys = 48;    // below this many candidates, nth_element finishes the job
 
 std::atomic<int64_t> g_tensors{0}, g_samples{0};
 
@@ -38,29 +40,61 @@ inline __mmask16 valid_lanes(int64_t remaining) {
 inline __mmask16 low_lanes(int count) { return static_cast<__mmask16>((1u << count) - 1); }
 #endif
 
-// Appends to `out` the keys of x whose bucket is `bucket`; returns how many (== the bucket's histogram count).
-int64_t collect_bucket(const float* x, int64_t n, uint32_t bucket, uint32_t* out, bool portable) {
-    int64_t m = 0;
+// One pass over a sample: counts the keys above `hi` and writes the keys in [lo, hi] to `out` (in index order).
+// Returns the number written; `out` must have room for n.
+int64_t bracket_pass(const float* x, int64_t n, uint32_t lo, uint32_t hi, uint32_t* out, int64_t& above,
+                     bool portable) {
+    int64_t m = 0, gt = 0;
     int64_t i = 0;
 #if RAZOR_MASKER_AVX512
     if (!portable) {
-        const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF), want = _mm512_set1_epi32(static_cast<int>(bucket));
+        const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+        const __m512i vlo = _mm512_set1_epi32(static_cast<int>(lo)), vhi = _mm512_set1_epi32(static_cast<int>(hi));
         for (; i < n; i += 16) {
             const __mmask16 valid = valid_lanes(n - i);
             const __m512i key = _mm512_and_si512(_mm512_maskz_loadu_epi32(valid, x + i), abs_mask);
-            const __mmask16 hit = _mm512_mask_cmpeq_epu32_mask(valid, _mm512_srli_epi32(key, kBucketShift), want);
+            gt += std::popcount(static_cast<unsigned>(_mm512_mask_cmpgt_epu32_mask(valid, key, vhi)));
+            const __mmask16 hit = _mm512_mask_cmple_epu32_mask(_mm512_mask_cmpge_epu32_mask(valid, key, vlo), key, vhi);
             const int cnt = std::popcount(static_cast<unsigned>(hit));
             _mm512_mask_storeu_epi32(out + m, low_lanes(cnt), _mm512_maskz_compress_epi32(hit, key));
             m += cnt;
         }
+        above = gt;
         return m;
     }
 #endif
     for (; i < n; ++i) {
         const uint32_t key = key_of(x[i]);
-        if ((key >> kBucketShift) == bucket) out[m++] = key;
+        gt += key > hi;
+        out[m] = key;
+        m += key >= lo && key <= hi;
     }
+    above = gt;
     return m;
+}
+
+// The bracket from a full histogram of the exponent byte of every key (256 buckets): the bucket holding the c-th
+// largest key. Eight interleaved tables, because runs of one exponent (zeros after a ReLU, one dominant scale)
+// would otherwise serialise on a single counter.
+void exponent_bracket(const float* x, int64_t n, int64_t c, uint32_t& lo, uint32_t& hi, int64_t& above) {
+    uint32_t hist[kTables][256] = {};
+    int64_t i = 0;
+    for (; i + kTables <= n; i += kTables)
+        for (int t = 0; t < kTables; ++t) ++hist[t][key_of(x[i + t]) >> kExponentShift];
+    for (; i < n; ++i) ++hist[0][key_of(x[i]) >> kExponentShift];
+    above = 0;
+    int bucket = 255;
+    for (; bucket > 0; --bucket) {
+        int64_t h = 0;
+        for (int t = 0; t < kTables; ++t) h += hist[t][bucket];
+        if (above + h >= c) break;
+        above += h;
+    }
+    lo = static_cast<uint32_t>(bucket) << kExponentShift;
+    hi = lo | ((1u << kExponentShift) - 1);
+    // Zeros share exponent 0 with the subnormals; they are never worth refining (if the non-zero subnormals cannot
+    // supply the rank, the threshold is 0 -- see select_threshold).
+    if (bucket == 0) lo = 1;
 }
 
 }  // namespace
@@ -87,45 +121,87 @@ bool masker_simd_enabled() {
 SampleThreshold select_threshold(const float* x, int64_t n, int64_t c, TieMode mode, MaskerScratch& scratch,
                                  bool portable) {
     RAZOR_CHECK(c >= 1 && c <= n) << "masker: keep count " << c << " for a sample of " << n << " elements";
-    // 1. Histogram of the top key bits. Two interleaved tables so that runs of equal buckets (common: one exponent
-    //    dominates) do not serialise on one counter.
-    uint32_t hist[2][kBuckets] = {};
-    int64_t i = 0;
-    for (; i + 1 < n; i += 2) {
-        ++hist[0][key_of(x[i]) >> kBucketShift];
-        ++hist[1][key_of(x[i + 1]) >> kBucketShift];
-    }
-    if (i < n) ++hist[0][key_of(x[i]) >> kBucketShift];
-
-    // 2. From the largest bucket down, find the one holding the c-th largest key.
-    int64_t above = 0;   // keys in buckets above `bucket`: all > any key in it
-    int bucket = kBuckets - 1;
-    for (; bucket > 0; --bucket) {
-        const int64_t h = int64_t{hist[0][bucket]} + hist[1][bucket];
-        if (above + h >= c) break;
-        above += h;
-    }
-    const int64_t in_bucket = int64_t{hist[0][bucket]} + hist[1][bucket];
-
-    // 3. The exact threshold inside that bucket: the (c - above)-th largest of its keys.
-    if (static_cast<int64_t>(scratch.keys.size()) < in_bucket) scratch.keys.resize(static_cast<size_t>(in_bucket));
+    if (static_cast<int64_t>(scratch.keys.size()) < n) scratch.keys.resize(static_cast<size_t>(n));
     uint32_t* keys = scratch.keys.data();
-    const int64_t m = collect_bucket(x, n, static_cast<uint32_t>(bucket), keys, portable);
-    assert(m == in_bucket);
-    const int64_t need = c - above;   // 1 <= need <= m
-    std::nth_element(keys, keys + (m - need), keys + m);
-    const uint32_t threshold = keys[m - need];
+
+    // 1. A bracket [lo, hi] of keys that must contain the c-th largest: `above` keys lie above it, and the m
+    //    candidates inside it are collected. First try the previous sample's threshold times/divided by
+    //    (1 + spread) (samples of one tensor have similar scales; a single SIMD pass), and check it:
+    //    above < c <= above + m. Otherwise, or with no
+    //    previous sample, take the exponent bucket from a full histogram. Either way the result is exact; the
+    //    hint only saves time.
+    uint32_t lo = 0, hi = 0;
+    int64_t above = 0, m = 0;
+    bool found = false;
+    if (scratch.hint != 0) {
+        const float t = std::bit_cast<float>(scratch.hint);
+        lo = std::max<uint32_t>(1, key_of(t / (1.f + scratch.spread)));
+        hi = key_of(t * (1.f + scratch.spread));
+        m = bracket_pass(x, n, lo, hi, keys, above, portable);
+        found = above < c && c <= above + m;
+        ++(found ? scratch.hint_hits : scratch.hint_misses);
+        // Narrow the bracket while it keeps hitting (fewer candidates to refine), widen it after a miss.
+        scratch.spread = found ? std::max(0.04f, scratch.spread * 0.75f) : std::min(1.f, scratch.spread * 2.f);
+    }
+    if (!found) {
+        exponent_bracket(x, n, c, lo, hi, above);
+        int64_t above_hi = 0;
+        m = bracket_pass(x, n, lo, hi, keys, above_hi, portable);
+    }
+    int64_t need = c - above;   // rank, from the top, of the threshold among the m candidates
+
+    // 2. Refine: histogram the candidates on (key - lo) >> s, at most 2048 bins, keep the bin holding rank `need`,
+    //    compact in place; until few candidates remain for nth_element (or one key value: s = 0).
+    uint32_t threshold = 0;
+    if (need > m) {   // only from bucket 0: fewer non-zero candidates than needed, so the threshold is +0
+        above += m;
+        m = 0;
+    } else {
+        uint32_t bins[2048];
+        while (m > kFewKeys && hi > lo) {
+            const int bin_bits = std::clamp(static_cast<int>(std::bit_width(static_cast<uint64_t>(m))), 4, 11);
+            const int span_bits = static_cast<int>(std::bit_width(hi - lo));
+            const int s = std::max(0, span_bits - bin_bits);
+            const uint32_t nbins = ((hi - lo) >> s) + 1;
+            std::fill(bins, bins + nbins, 0u);
+            for (int64_t j = 0; j < m; ++j) ++bins[(keys[j] - lo) >> s];
+            int64_t cum = 0;
+            uint32_t bin = nbins - 1;
+            for (;; --bin) {
+                if (cum + bins[bin] >= need) break;
+                cum += bins[bin];
+            }
+            above += cum, need -= cum;
+            int64_t kept = 0;
+            for (int64_t j = 0; j < m; ++j) {
+                keys[kept] = keys[j];
+                kept += ((keys[j] - lo) >> s) == bin;
+            }
+            m = kept;
+            const uint32_t new_lo = lo + (bin << s);
+            hi = std::min<uint64_t>(hi, uint64_t{new_lo} + ((uint64_t{1} << s) - 1));
+            lo = new_lo;
+        }
+        std::nth_element(keys, keys + (m - need), keys + m);
+        threshold = keys[m - need];
+    }
     int64_t greater = above, equal = 0;
     for (int64_t j = 0; j < m; ++j) {
         greater += keys[j] > threshold;
         equal += keys[j] == threshold;
     }
+    scratch.hint = threshold;
 
     SampleThreshold t;
     t.key = threshold;
     t.greater = greater;
-    if (mode == TieMode::Reference) t.ties = equal;        // |x| >= thr: every tie, zeros included when thr = 0
-    else t.ties = threshold == 0 ? 0 : c - greater;         // exactly c; zeros are never stored
+    if (mode == TieMode::Razor) {
+        t.ties = threshold == 0 ? 0 : c - greater;   // exactly c; zeros are never stored
+    } else if (threshold != 0) {
+        t.ties = equal;                              // |x| >= thr: every tie
+    } else {
+        t.ties = n - greater;                        // thr = 0: the reference keeps every element, zeros included
+    }
     return t;
 }
 

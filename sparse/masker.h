@@ -25,10 +25,13 @@
 // kept and propagates, deterministically). Debug builds check that the input is finite.
 //
 // The kernel (select_threshold + pack_sample) works on one sample at a time, in cache:
-//   1. histogram of the top 11 key bits (exponent + 3 mantissa bits: 2048 buckets, 8 KiB), scanned from the top
-//      to find the bucket holding the c-th largest key;
-//   2. the keys of that bucket (usually ~1% of the sample) are collected and nth_element picks the exact
-//      threshold key T; g = #keys > T, and q = c - g ties at T are kept (q = 0 when T = 0: zeros are not stored);
+//   1. bracket: one SIMD pass counts the keys above [lo, hi] and compress-stores the keys inside it; the bracket
+//      is the previous sample's threshold times / divided by (1 + spread), spread adapting between 4% and 100%.
+//      If the c-th largest key is not inside (checked from the counts), a histogram of the exponent byte
+//      (256 buckets) over the sample gives the bucket holding it instead;
+//   2. refine: the candidates (typically 5-15% of the sample) are histogrammed on (key - lo) >> s (<= 2048 bins)
+//      and compacted to the bin holding the rank, until a few dozen remain; nth_element picks the exact threshold
+//      key T; g = #keys > T, and q = c - g ties at T are kept (q = 0 when T = 0: zeros are not stored);
 //   3. pack: one walk in row-major order sets a bit for every key > T and for the first q keys == T, and appends
 //      the value to the sample's segment (compress-store, AVX-512 when the build has it).
 // No sort, no byte mask, no temporaries the size of the tensor. Results do not depend on thread count, chunking,
@@ -63,9 +66,14 @@ struct SampleThreshold {
     int64_t kept() const { return greater + ties; }
 };
 
-// Per-thread scratch for select_threshold (reused across samples; grows to the largest bucket seen).
+// Per-thread state of select_threshold, reused across the samples of one tensor: the candidate buffer (n_s keys)
+// and the previous sample's threshold, which brackets the next search (a speed hint only: results never depend
+// on it).
 struct MaskerScratch {
     std::vector<uint32_t> keys;
+    uint32_t hint = 0;       // the previous threshold key (0: none)
+    float spread = 0.25f;    // bracket [hint / (1 + spread), hint * (1 + spread)]; adapts to hits and misses
+    int64_t hint_hits = 0, hint_misses = 0;   // statistics (tests, benchmarks)
 };
 
 // Finds the threshold of one sample x (n elements) that keeps c of them (1 <= c <= n), under `mode`.

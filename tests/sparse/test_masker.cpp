@@ -256,3 +256,69 @@ TEST_CASE("masker: scaling one sample changes no other sample (spec §12.2)") {
     // ...and sample 1 keeps the same positions (a uniform scale preserves the order), values scaled.
     CHECK(std::equal(a->bitmap() + W, a->bitmap() + 2 * W, b->bitmap() + W));
 }
+
+TEST_CASE("masker: the previous-threshold hint never changes the result (hits, misses, zeros, ties)") {
+    // Successive samples through one scratch, as the codec does: scales that drift (hint hits), jump (misses),
+    // zero-heavy and tied samples; every result must equal a fresh selection and the independent sort.
+    const int64_t n = 3000;
+    int64_t hits = 0, misses = 0;
+    for (double r : {0.9, 0.5}) {
+        MaskerScratch shared;
+        int64_t sample = 0;
+        for (float scale : {1.f, 1.05f, 1.1f, 0.97f, 50.f, 0.02f, 0.021f, 1.f, 0.f, 1.f, 1e-40f, 3.f, 3.f}) {
+            std::vector<float> x = randn_vec(n, 100 + static_cast<uint64_t>(sample++), scale);
+            if (sample % 4 == 0)
+                for (int64_t i = 0; i < n; ++i) x[i] = std::round(x[i] * 2.f) / 2.f;   // heavy ties, some zeros
+            const int64_t c = keep_count(n, r);
+            MaskerScratch fresh;
+            const SampleThreshold a = select_threshold(x.data(), n, c, TieMode::Razor, shared);
+            const SampleThreshold b = select_threshold(x.data(), n, c, TieMode::Razor, fresh);
+            INFO("scale " << scale << " r " << r);
+            CHECK(a.key == b.key);
+            CHECK(a.greater == b.greater);
+            CHECK(a.ties == b.ties);
+            Packed p;
+            p.t = a;
+            p.bits.assign(static_cast<size_t>((n + 63) / 64), 0);
+            p.values.resize(static_cast<size_t>(a.kept()));
+            pack_sample_f32(x.data(), n, a, p.bits.data(), p.values.data());
+            check_packed(p, x, naive_keep(x, c), "hinted");
+        }
+        hits += shared.hint_hits, misses += shared.hint_misses;
+    }
+    CHECK(hits > 0);     // both paths were taken
+    CHECK(misses > 0);
+    // Subnormal-only and subnormal + zero samples go through the exponent-0 bucket.
+    std::vector<float> tiny(500, 0.f);
+    for (int64_t i = 0; i < 500; i += 3) tiny[i] = std::ldexp(static_cast<float>(i + 1), -140);
+    for (double r : {0.5, 0.9, 0.0}) {
+        const Packed p = run_sample(tiny, r, TieMode::Razor, false);
+        check_packed(p, tiny, naive_keep(tiny, keep_count(500, r)), "subnormals");
+    }
+}
+
+TEST_CASE("masker: a multi-sample tensor with drifting scales equals the per-sample sort") {
+    Generator gen(41);
+    const int64_t B = 40, n_s = 700;
+    Tensor x = Tensor::randn({B, n_s}, gen);
+    float* px = x.f32();
+    for (int64_t b = 0; b < B; ++b) {
+        const float scale = b % 7 == 0 ? 30.f : 1.f + 0.02f * static_cast<float>(b);
+        for (int64_t i = 0; i < n_s; ++i) px[b * n_s + i] *= scale;
+        if (b % 5 == 0)
+            for (int64_t i = 0; i < n_s; i += 2) px[b * n_s + i] = 0.f;
+    }
+    for (bool portable : {false, true}) {
+        auto p = RazoredTensor::pack(x, {.ratio = 0.9, .portable = portable});
+        for (int64_t b = 0; b < B; ++b) {
+            std::vector<float> s(px + b * n_s, px + (b + 1) * n_s);
+            const std::vector<char> keep = naive_keep(s, keep_count(n_s, 0.9));
+            int64_t bad = 0;
+            for (int64_t i = 0; i < n_s; ++i)
+                bad += static_cast<bool>((p->bitmap()[b * p->words_per_sample() + (i >> 6)] >> (i & 63)) & 1u) !=
+                       static_cast<bool>(keep[i]);
+            INFO("sample " << b << (portable ? " portable" : " simd"));
+            CHECK(bad == 0);
+        }
+    }
+}
