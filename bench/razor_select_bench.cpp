@@ -11,9 +11,10 @@
 // interleaved round-robin so that the machine's drift hits them alike (baselines.md §1.1). Compare the rows of one
 // run with each other, not with other days.
 //
-//   ./build/bench/backrazor/razor_select_bench [--reps 9] [--threads 2] [--ratio 0.9] [--only "bitmap + f32"]
+//   ./build/bench/backrazor/razor_select_bench [--reps 9] [--threads 2] [--ratio 0.9] [--only "bitmap + f32"] [--steps 5]
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -92,20 +93,91 @@ int64_t pack_only(const std::vector<Tensor>& xs, const std::vector<std::vector<S
     return total;
 }
 
+// ResNet-20 (16/32/64, 1x1 + BN projection shortcuts, baselines.md §2.1) as functional ops with leaf parameters,
+// for timing whole training steps (forward + backward) under a save policy.
+struct ResNet20 {
+    std::vector<Tensor> params;
+    struct Norm {
+        Tensor weight, bias, running_mean, running_var;
+    };
+    struct Block {
+        Tensor w1, w2, w_proj;
+        Norm n1, n2, n_proj;
+        int64_t stride = 1;
+    };
+    Tensor w_stem, w_fc, b_fc;
+    Norm n_stem;
+    std::vector<Block> blocks;
+    Generator gen{1};
+
+    Tensor conv_weight(int64_t oc, int64_t ic, int64_t k) {
+        Tensor w = Tensor::randn({oc, ic, k, k}, gen);
+        w.mul_(std::sqrt(2.f / static_cast<float>(ic * k * k)));
+        params.push_back(w.requires_grad_());
+        return params.back();
+    }
+    Norm norm(int64_t c) {
+        params.push_back(Tensor::ones({c}).requires_grad_());
+        params.push_back(Tensor::zeros({c}).requires_grad_());
+        return Norm{params[params.size() - 2], params.back(), Tensor::zeros({c}), Tensor::ones({c})};
+    }
+    ResNet20() {
+        w_stem = conv_weight(16, 3, 3), n_stem = norm(16);
+        int64_t in = 16;
+        for (int64_t width : {16, 32, 64}) {
+            for (int i = 0; i < 3; ++i) {
+                Block b;
+                b.stride = (i == 0 && width != 16) ? 2 : 1;
+                b.w1 = conv_weight(width, in, 3), b.n1 = norm(width);
+                b.w2 = conv_weight(width, width, 3), b.n2 = norm(width);
+                if (b.stride != 1) b.w_proj = conv_weight(width, in, 1), b.n_proj = norm(width);
+                blocks.push_back(b);
+                in = width;
+            }
+        }
+        params.push_back(Tensor::randn({10, 64}, gen).mul_(0.1f).requires_grad_()), w_fc = params.back();
+        params.push_back(Tensor::zeros({10}).requires_grad_()), b_fc = params.back();
+    }
+    static Tensor bn(const Tensor& h, const Norm& n) {
+        return batch_norm(h, n.weight, n.bias, n.running_mean, n.running_var, true);
+    }
+    Tensor forward(const Tensor& x) {
+        Conv2dOptions same;
+        same.padding = {1, 1};
+        Tensor h = relu(bn(conv2d(x, w_stem, Tensor(), same), n_stem));
+        for (const Block& b : blocks) {
+            Conv2dOptions first = same;
+            first.stride = {b.stride, b.stride};
+            Tensor y = relu(bn(conv2d(h, b.w1, Tensor(), first), b.n1));
+            y = bn(conv2d(y, b.w2, Tensor(), same), b.n2);
+            Tensor shortcut = h;
+            if (b.w_proj.defined()) {
+                Conv2dOptions proj;
+                proj.stride = {b.stride, b.stride};
+                shortcut = bn(conv2d(h, b.w_proj, Tensor(), proj), b.n_proj);
+            }
+            h = relu(add(y, shortcut));
+        }
+        return linear(flatten(adaptive_avg_pool2d(h, {1, 1}), 1), w_fc, b_fc);
+    }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
     int reps = 9, threads = 2;
     double ratio = 0.9;
     std::string only;   // run only the variants whose name contains this (plus the floor)
+    int steps = 0;      // > 0: also time whole ResNet-20 training steps under each save policy
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string flag = argv[i];
         if (flag == "--reps") reps = std::atoi(argv[i + 1]);
         else if (flag == "--threads") threads = std::atoi(argv[i + 1]);
         else if (flag == "--ratio") ratio = std::atof(argv[i + 1]);
         else if (flag == "--only") only = argv[i + 1];
+        else if (flag == "--steps") steps = std::atoi(argv[i + 1]);
         else {
-            std::fprintf(stderr, "razor_select_bench: unknown flag %s; flags: --reps N --threads N --ratio R --only SUBSTRING\n", argv[i]);
+            std::fprintf(stderr, "razor_select_bench: unknown flag %s; flags: --reps N --threads N --ratio R --only SUBSTRING --steps N\n", argv[i]);
             return 2;
         }
     }
@@ -210,5 +282,47 @@ int main(int argc, char** argv) {
     std::printf("\nbitmap + f32 at r = %.2f: %s stored for %s dense (%.2fx)\n", ratio, format_bytes(stored).c_str(),
                 format_bytes(dense_bytes).c_str(), static_cast<double>(dense_bytes) / stored);
     std::printf("(250 ms = the PyTorch 1.13 ResNet-20 step on this machine class, baselines.md §7; budget 10%% = 25 ms)\n");
+    if (steps <= 0) return sink == -1;
+
+    // Whole steps: forward + loss + backward of ResNet-20 at batch 128, dense tape vs Back Razor, interleaved.
+    xs.clear(), packed.clear(), dense.clear(), values.clear(), bits.clear();
+    ResNet20 net;
+    Tensor x = Tensor::randn({N, 3, 32, 32}, gen);
+    std::vector<int64_t> y(static_cast<size_t>(N));
+    for (int64_t i = 0; i < N; ++i) y[static_cast<size_t>(i)] = i % 10;
+    const Tensor labels = Tensor::from_vector_i64({N}, y);
+    struct StepVariant {
+        std::string name;
+        std::shared_ptr<const SavePolicy> policy;
+        std::vector<double> ms;
+        TapeTotals peak;
+    };
+    std::vector<StepVariant> sv;
+    sv.push_back({"dense tape", std::make_shared<DenseSavePolicy>(), {}, {}});
+    sv.push_back({"razor r=" + std::to_string(ratio).substr(0, 4) + " f32, conv/linear inputs only",
+                  std::make_shared<RazorSavePolicy>(RazorConfig{.ratio = ratio, .prune_norm_inputs = false}), {}, {}});
+    sv.push_back({"razor r=" + std::to_string(ratio).substr(0, 4) + " f32, conv/linear + BN inputs",
+                  std::make_shared<RazorSavePolicy>(RazorConfig{.ratio = ratio}), {}, {}});
+    for (int rep = 0; rep < steps + 1; ++rep) {
+        for (StepVariant& v : sv) {
+            for (Tensor& p : net.params) p.zero_grad();
+            TapeAccounting::instance().reset_peak();
+            const double t0 = now_ms();
+            Tensor loss;
+            {
+                SavePolicyGuard guard(v.policy);
+                loss = cross_entropy(net.forward(x), labels);
+            }
+            loss.backward();
+            const double t1 = now_ms();
+            if (rep >= 1) v.ms.push_back(t1 - t0);
+            v.peak = TapeAccounting::instance().peak();
+        }
+    }
+    std::printf("\nResNet-20 training step (forward + backward), batch 128, %d threads, median of %d:\n", num_threads(), steps);
+    const double base = median(sv[0].ms);
+    for (StepVariant& v : sv)
+        std::printf("  %-52s %8.1f ms (%+6.1f ms, %+5.1f%%)  tape peak %s\n", v.name.c_str(), median(v.ms),
+                    median(v.ms) - base, 100.0 * (median(v.ms) - base) / base, format_bytes(v.peak.stored_bytes).c_str());
     return sink == -1;
 }

@@ -330,6 +330,27 @@ TEST_CASE("razor policy: gradients on the pruned input match the PyTorch referen
     }
 }
 
+TEST_CASE("razor policy: softmax backward runs on the pruned P_s in both places, not renormalised (spec §6.2)") {
+    Tensor x = randn_leaf({2, 3, 6}, 91, 2.f);   // rows of 6 over the last dim; samples of 18
+    const Result r = run(razor_policy({.ratio = 0.5}), {x}, [&] { return softmax(x, -1); });
+    Tensor p;
+    {
+        NoGradGuard no_grad;
+        p = softmax(x, -1);
+    }
+    const Tensor ps = prune_naive(p, 0.5);
+    Generator gen(99);
+    const Tensor g = Tensor::randn({2, 3, 6}, gen);
+    Tensor expect = Tensor::empty({2, 3, 6});
+    for (int64_t row = 0; row < 6; ++row) {
+        double dot = 0;
+        for (int64_t j = 0; j < 6; ++j) dot += double(g.f32()[row * 6 + j]) * ps.f32()[row * 6 + j];
+        for (int64_t j = 0; j < 6; ++j)
+            expect.f32()[row * 6 + j] = static_cast<float>(ps.f32()[row * 6 + j] * (g.f32()[row * 6 + j] - dot));
+    }
+    check_close(r.grads[0], expect, 1e-5, 1e-6, "softmax gx = P_s (g - rowsum(g P_s))");
+}
+
 // ------------------------------------------------------------------------------------------- what is pruned
 
 TEST_CASE("razor policy: masks, indices, statistics and parameters are kept as the dense policy keeps them") {
