@@ -1,4 +1,4 @@
-// sparse/masker.cpp -- per-sample histogram select + compress-pack (see masker.h for the rule and the design).
+// sparse/masker.cpp -- per-sample bracket/histogram select + compress-pack (masker.h: the rule and the design).
 #if defined(__GNUC__) && !defined(__clang__)
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() through masked operations, which -Wmaybe-uninitialized
 // reports at every use (a known false positive). Set before any include so it also covers the intrinsic headers.
@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
-#include <cassert>
 #include <cmath>
 
 #include "core/check.h"
@@ -24,9 +23,9 @@ namespace razor::sparse {
 
 namespace {
 
-// Level 1 buckets on the 8 exponent bits of the key (bits 30..23); later levels refine 8 bits at a time.
+// The fallback bracket is an exponent bucket: the 8 exponent bits of the key (bits 30..23).
 constexpr int kExponentShift = 23;
-constexpr int kTables = 8;          // interleaved level-1 histograms: element i counts in table i % 8
+constexpr int kTables = 8;          // interleaved exponent histograms: element i counts in table i % 8
 constexpr int64_t kFewKeys = 48;    // below this many candidates, nth_element finishes the job
 
 std::atomic<int64_t> g_tensors{0}, g_samples{0};
@@ -95,6 +94,26 @@ void exponent_bracket(const float* x, int64_t n, int64_t c, uint32_t& lo, uint32
     // Zeros share exponent 0 with the subnormals; they are never worth refining (if the non-zero subnormals cannot
     // supply the rank, the threshold is 0 -- see select_threshold).
     if (bucket == 0) lo = 1;
+}
+
+// Portable pack of one bitmap word (len <= 64 elements): sets `word`, writes the kept values to stage[0, count)
+// without branching on the (unpredictable) keep decision, and returns count. Ties at the threshold are rare, so
+// that branch is cheap.
+inline int64_t stage_word(const float* x, int64_t len, uint32_t threshold, int64_t& ties_left, float* stage,
+                          uint64_t& word) {
+    uint64_t bits = 0;
+    int64_t cnt = 0;
+    for (int64_t j = 0; j < len; ++j) {
+        const float v = x[j];
+        const uint32_t key = key_of(v);
+        bool keep = key > threshold;
+        if (key == threshold && ties_left > 0) keep = true, --ties_left;
+        stage[cnt] = v;
+        cnt += keep;
+        bits |= static_cast<uint64_t>(keep) << j;
+    }
+    word = bits;
+    return cnt;
 }
 
 }  // namespace
@@ -235,18 +254,12 @@ int64_t pack_sample_f32(const float* x, int64_t n, const SampleThreshold& t, uin
         return out;
     }
 #endif
+    float stage[64];   // one word's kept values, written branch-free, then copied: nothing beyond `values` is touched
     for (int64_t w = 0; w < words; ++w) {
-        uint64_t word = 0;
-        const int64_t end = std::min<int64_t>(64, n - w * 64);
-        for (int64_t j = 0; j < end; ++j) {
-            const float v = x[w * 64 + j];
-            const uint32_t key = key_of(v);
-            bool keep = key > threshold;
-            if (key == threshold && ties_left > 0) keep = true, --ties_left;
-            if (keep) values[out++] = v;
-            word |= static_cast<uint64_t>(keep) << j;
-        }
-        bits[w] = word;
+        const int64_t cnt = stage_word(x + w * 64, std::min<int64_t>(64, n - w * 64), threshold, ties_left, stage,
+                                       bits[w]);
+        std::copy(stage, stage + cnt, values + out);
+        out += cnt;
     }
     return out;
 }
@@ -282,18 +295,12 @@ int64_t pack_sample_f16(const float* x, int64_t n, const SampleThreshold& t, uin
         return out;
     }
 #endif
+    float stage[64];
     for (int64_t w = 0; w < words; ++w) {
-        uint64_t word = 0;
-        const int64_t end = std::min<int64_t>(64, n - w * 64);
-        for (int64_t j = 0; j < end; ++j) {
-            const float v = x[w * 64 + j];
-            const uint32_t key = key_of(v);
-            bool keep = key > threshold;
-            if (key == threshold && ties_left > 0) keep = true, --ties_left;
-            if (keep) values[out++] = float_to_half_bits(v);
-            word |= static_cast<uint64_t>(keep) << j;
-        }
-        bits[w] = word;
+        const int64_t cnt = stage_word(x + w * 64, std::min<int64_t>(64, n - w * 64), threshold, ties_left, stage,
+                                       bits[w]);
+        for (int64_t j = 0; j < cnt; ++j) values[out + j] = float_to_half_bits(stage[j]);
+        out += cnt;
     }
     return out;
 }
