@@ -6,7 +6,8 @@
 // Dimension letters: x (B, ...) viewed as (B, n_s) (masker.h); W = ceil(n_s / 64) bitmap words per sample;
 // count_b = values kept for sample b.
 //
-// Layout: ONE tracked buffer (a razor Storage), sections in this order, each a multiple of 8 bytes long:
+// Layout: ONE tracked buffer (a razor Storage), sections in this order (all but the last are multiples of 8 bytes,
+// so every section is 8-byte aligned):
 //
 //   bitmap   (B, W) uint64    sample b's bits start at word b*W (64-bit aligned); bit i of sample b is bit i % 64
 //                             of word b*W + i / 64 (LSB-first); set = a value is stored; padding bits are 0
