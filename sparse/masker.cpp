@@ -1,0 +1,317 @@
+// sparse/masker.cpp -- per-sample bracket/histogram select + compress-pack (masker.h: the rule and the design).
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() through masked operations, which -Wmaybe-uninitialized
+// reports at every use (a known false positive). Set before any include so it also covers the intrinsic headers.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include "sparse/masker.h"
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cmath>
+
+#include "core/check.h"
+#include "sparse/fp16.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define RAZOR_MASKER_AVX512 1
+#include <immintrin.h>
+#endif
+
+namespace razor::sparse {
+
+namespace {
+
+// The fallback bracket is an exponent bucket: the 8 exponent bits of the key (bits 30..23).
+constexpr int kExponentShift = 23;
+constexpr int kTables = 8;          // interleaved exponent histograms: element i counts in table i % 8
+constexpr int64_t kFewKeys = 48;    // below this many candidates, nth_element finishes the job
+
+std::atomic<int64_t> g_tensors{0}, g_samples{0};
+
+inline uint32_t key_of(float v) { return magnitude_key(std::bit_cast<uint32_t>(v)); }
+
+#if RAZOR_MASKER_AVX512
+inline __mmask16 valid_lanes(int64_t remaining) {
+    return remaining >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << remaining) - 1);
+}
+inline __mmask16 low_lanes(int count) { return static_cast<__mmask16>((1u << count) - 1); }
+#endif
+
+// One pass over a sample: counts the keys above `hi` and writes the keys in [lo, hi] to `out` (in index order).
+// Returns the number written; `out` must have room for n.
+int64_t bracket_pass(const float* x, int64_t n, uint32_t lo, uint32_t hi, uint32_t* out, int64_t& above,
+                     bool portable) {
+    int64_t m = 0, gt = 0;
+    int64_t i = 0;
+#if RAZOR_MASKER_AVX512
+    if (!portable) {
+        const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+        const __m512i vlo = _mm512_set1_epi32(static_cast<int>(lo)), vhi = _mm512_set1_epi32(static_cast<int>(hi));
+        for (; i < n; i += 16) {
+            const __mmask16 valid = valid_lanes(n - i);
+            const __m512i key = _mm512_and_si512(_mm512_maskz_loadu_epi32(valid, x + i), abs_mask);
+            gt += std::popcount(static_cast<unsigned>(_mm512_mask_cmpgt_epu32_mask(valid, key, vhi)));
+            const __mmask16 hit = _mm512_mask_cmple_epu32_mask(_mm512_mask_cmpge_epu32_mask(valid, key, vlo), key, vhi);
+            const int cnt = std::popcount(static_cast<unsigned>(hit));
+            _mm512_mask_storeu_epi32(out + m, low_lanes(cnt), _mm512_maskz_compress_epi32(hit, key));
+            m += cnt;
+        }
+        above = gt;
+        return m;
+    }
+#endif
+    for (; i < n; ++i) {
+        const uint32_t key = key_of(x[i]);
+        gt += key > hi;
+        out[m] = key;
+        m += key >= lo && key <= hi;
+    }
+    above = gt;
+    return m;
+}
+
+// The bracket from a full histogram of the exponent byte of every key (256 buckets): the bucket holding the c-th
+// largest key. Eight interleaved tables, because runs of one exponent (zeros after a ReLU, one dominant scale)
+// would otherwise serialise on a single counter.
+void exponent_bracket(const float* x, int64_t n, int64_t c, uint32_t& lo, uint32_t& hi, int64_t& above) {
+    uint32_t hist[kTables][256] = {};
+    int64_t i = 0;
+    for (; i + kTables <= n; i += kTables)
+        for (int t = 0; t < kTables; ++t) ++hist[t][key_of(x[i + t]) >> kExponentShift];
+    for (; i < n; ++i) ++hist[0][key_of(x[i]) >> kExponentShift];
+    above = 0;
+    int bucket = 255;
+    for (; bucket > 0; --bucket) {
+        int64_t h = 0;
+        for (int t = 0; t < kTables; ++t) h += hist[t][bucket];
+        if (above + h >= c) break;
+        above += h;
+    }
+    lo = static_cast<uint32_t>(bucket) << kExponentShift;
+    hi = lo | ((1u << kExponentShift) - 1);
+    // Zeros share exponent 0 with the subnormals; they are never worth refining (if the non-zero subnormals cannot
+    // supply the rank, the threshold is 0 -- see select_threshold).
+    if (bucket == 0) lo = 1;
+}
+
+// Portable pack of one bitmap word (len <= 64 elements): sets `word`, writes the kept values to stage[0, count)
+// without branching on the (unpredictable) keep decision, and returns count. Ties at the threshold are rare, so
+// that branch is cheap.
+inline int64_t stage_word(const float* x, int64_t len, uint32_t threshold, int64_t& ties_left, float* stage,
+                          uint64_t& word) {
+    uint64_t bits = 0;
+    int64_t cnt = 0;
+    for (int64_t j = 0; j < len; ++j) {
+        const float v = x[j];
+        const uint32_t key = key_of(v);
+        bool keep = key > threshold;
+        if (key == threshold && ties_left > 0) keep = true, --ties_left;
+        stage[cnt] = v;
+        cnt += keep;
+        bits |= static_cast<uint64_t>(keep) << j;
+    }
+    word = bits;
+    return cnt;
+}
+
+}  // namespace
+
+const char* tie_mode_name(TieMode mode) { return mode == TieMode::Razor ? "razor" : "reference"; }
+
+int64_t prune_rank(int64_t n_s, double ratio) {
+    if (n_s <= 0) return 0;
+    // The reference computes int(clip(n_s * r, 1, n_s)) in float64 (fp32 could move k by one on large samples).
+    const double k = std::clamp(static_cast<double>(n_s) * ratio, 1.0, static_cast<double>(n_s));
+    return static_cast<int64_t>(std::floor(k));
+}
+
+int64_t keep_count(int64_t n_s, double ratio) { return n_s <= 0 ? 0 : n_s - prune_rank(n_s, ratio) + 1; }
+
+bool masker_simd_enabled() {
+#if RAZOR_MASKER_AVX512
+    return true;
+#else
+    return false;
+#endif
+}
+
+SampleThreshold select_threshold(const float* x, int64_t n, int64_t c, TieMode mode, MaskerScratch& scratch,
+                                 bool portable) {
+    RAZOR_CHECK(c >= 1 && c <= n) << "masker: keep count " << c << " for a sample of " << n << " elements";
+    if (static_cast<int64_t>(scratch.keys.size()) < n) scratch.keys.resize(static_cast<size_t>(n));
+    uint32_t* keys = scratch.keys.data();
+
+    // 1. A bracket [lo, hi] of keys that must contain the c-th largest: `above` keys lie above it, and the m
+    //    candidates inside it are collected. First try the previous sample's threshold times/divided by
+    //    (1 + spread) (samples of one tensor have similar scales; a single SIMD pass), and check it:
+    //    above < c <= above + m. Otherwise, or with no
+    //    previous sample, take the exponent bucket from a full histogram. Either way the result is exact; the
+    //    hint only saves time.
+    uint32_t lo = 0, hi = 0;
+    int64_t above = 0, m = 0;
+    bool found = false;
+    if (scratch.hint != 0) {
+        const float t = std::bit_cast<float>(scratch.hint);
+        lo = std::max<uint32_t>(1, key_of(t / (1.f + scratch.spread)));
+        hi = key_of(t * (1.f + scratch.spread));
+        m = bracket_pass(x, n, lo, hi, keys, above, portable);
+        found = above < c && c <= above + m;
+        ++(found ? scratch.hint_hits : scratch.hint_misses);
+        // Narrow the bracket while it keeps hitting (fewer candidates to refine), widen it after a miss.
+        scratch.spread = found ? std::max(0.04f, scratch.spread * 0.75f) : std::min(1.f, scratch.spread * 2.f);
+    }
+    if (!found) {
+        exponent_bracket(x, n, c, lo, hi, above);
+        int64_t above_hi = 0;
+        m = bracket_pass(x, n, lo, hi, keys, above_hi, portable);
+    }
+    int64_t need = c - above;   // rank, from the top, of the threshold among the m candidates
+
+    // 2. Refine: histogram the candidates on (key - lo) >> s, at most 2048 bins, keep the bin holding rank `need`,
+    //    compact in place; until few candidates remain for nth_element (or one key value: s = 0).
+    uint32_t threshold = 0;
+    if (need > m) {   // only from bucket 0: fewer non-zero candidates than needed, so the threshold is +0
+        above += m;
+        m = 0;
+    } else {
+        uint32_t bins[2048];
+        while (m > kFewKeys && hi > lo) {
+            const int bin_bits = std::clamp(static_cast<int>(std::bit_width(static_cast<uint64_t>(m))), 4, 11);
+            const int span_bits = static_cast<int>(std::bit_width(hi - lo));
+            const int s = std::max(0, span_bits - bin_bits);
+            const uint32_t nbins = ((hi - lo) >> s) + 1;
+            std::fill(bins, bins + nbins, 0u);
+            for (int64_t j = 0; j < m; ++j) ++bins[(keys[j] - lo) >> s];
+            int64_t cum = 0;
+            uint32_t bin = nbins - 1;
+            for (;; --bin) {
+                if (cum + bins[bin] >= need) break;
+                cum += bins[bin];
+            }
+            above += cum, need -= cum;
+            int64_t kept = 0;
+            for (int64_t j = 0; j < m; ++j) {
+                keys[kept] = keys[j];
+                kept += ((keys[j] - lo) >> s) == bin;
+            }
+            m = kept;
+            const uint32_t new_lo = lo + (bin << s);
+            hi = std::min<uint64_t>(hi, uint64_t{new_lo} + ((uint64_t{1} << s) - 1));
+            lo = new_lo;
+        }
+        std::nth_element(keys, keys + (m - need), keys + m);
+        threshold = keys[m - need];
+    }
+    int64_t greater = above, equal = 0;
+    for (int64_t j = 0; j < m; ++j) {
+        greater += keys[j] > threshold;
+        equal += keys[j] == threshold;
+    }
+    scratch.hint = threshold;
+
+    SampleThreshold t;
+    t.key = threshold;
+    t.greater = greater;
+    if (mode == TieMode::Razor) {
+        t.ties = threshold == 0 ? 0 : c - greater;   // exactly c; zeros are never stored
+    } else if (threshold != 0) {
+        t.ties = equal;                              // |x| >= thr: every tie
+    } else {
+        t.ties = n - greater;                        // thr = 0: the reference keeps every element, zeros included
+    }
+    return t;
+}
+
+int64_t pack_sample_f32(const float* x, int64_t n, const SampleThreshold& t, uint64_t* bits, float* values,
+                        bool portable) {
+    const uint32_t threshold = t.key;
+    int64_t ties_left = t.ties, out = 0;
+    const int64_t words = (n + 63) / 64;
+#if RAZOR_MASKER_AVX512
+    if (!portable) {
+        const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF), thr = _mm512_set1_epi32(static_cast<int>(threshold));
+        for (int64_t w = 0; w < words; ++w) {
+            uint64_t word = 0;
+            for (int64_t j = 0; j < 64 && w * 64 + j < n; j += 16) {
+                const int64_t base = w * 64 + j;
+                const __mmask16 valid = valid_lanes(n - base);
+                const __m512 v = _mm512_maskz_loadu_ps(valid, x + base);
+                const __m512i key = _mm512_and_si512(_mm512_castps_si512(v), abs_mask);
+                __mmask16 keep = _mm512_mask_cmpgt_epu32_mask(valid, key, thr);
+                if (ties_left > 0) {   // the lowest-index ties first
+                    unsigned eq = _mm512_mask_cmpeq_epu32_mask(valid, key, thr);
+                    for (; eq && ties_left > 0; eq &= eq - 1, --ties_left) keep |= static_cast<__mmask16>(eq & -eq);
+                }
+                const int cnt = std::popcount(static_cast<unsigned>(keep));
+                _mm512_mask_storeu_ps(values + out, low_lanes(cnt), _mm512_maskz_compress_ps(keep, v));
+                out += cnt;
+                word |= static_cast<uint64_t>(keep) << j;
+            }
+            bits[w] = word;
+        }
+        return out;
+    }
+#endif
+    float stage[64];   // one word's kept values, written branch-free, then copied: nothing beyond `values` is touched
+    for (int64_t w = 0; w < words; ++w) {
+        const int64_t cnt = stage_word(x + w * 64, std::min<int64_t>(64, n - w * 64), threshold, ties_left, stage,
+                                       bits[w]);
+        std::copy(stage, stage + cnt, values + out);
+        out += cnt;
+    }
+    return out;
+}
+
+int64_t pack_sample_f16(const float* x, int64_t n, const SampleThreshold& t, uint64_t* bits, uint16_t* values,
+                        bool portable) {
+    const uint32_t threshold = t.key;
+    int64_t ties_left = t.ties, out = 0;
+    const int64_t words = (n + 63) / 64;
+#if RAZOR_MASKER_AVX512
+    if (!portable) {
+        const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF), thr = _mm512_set1_epi32(static_cast<int>(threshold));
+        for (int64_t w = 0; w < words; ++w) {
+            uint64_t word = 0;
+            for (int64_t j = 0; j < 64 && w * 64 + j < n; j += 16) {
+                const int64_t base = w * 64 + j;
+                const __mmask16 valid = valid_lanes(n - base);
+                const __m512 v = _mm512_maskz_loadu_ps(valid, x + base);
+                const __m512i key = _mm512_and_si512(_mm512_castps_si512(v), abs_mask);
+                __mmask16 keep = _mm512_mask_cmpgt_epu32_mask(valid, key, thr);
+                if (ties_left > 0) {
+                    unsigned eq = _mm512_mask_cmpeq_epu32_mask(valid, key, thr);
+                    for (; eq && ties_left > 0; eq &= eq - 1, --ties_left) keep |= static_cast<__mmask16>(eq & -eq);
+                }
+                const int cnt = std::popcount(static_cast<unsigned>(keep));
+                const __m256i h = _mm512_cvtps_ph(_mm512_maskz_compress_ps(keep, v), _MM_FROUND_TO_NEAREST_INT);
+                _mm256_mask_storeu_epi16(values + out, low_lanes(cnt), h);
+                out += cnt;
+                word |= static_cast<uint64_t>(keep) << j;
+            }
+            bits[w] = word;
+        }
+        return out;
+    }
+#endif
+    float stage[64];
+    for (int64_t w = 0; w < words; ++w) {
+        const int64_t cnt = stage_word(x + w * 64, std::min<int64_t>(64, n - w * 64), threshold, ties_left, stage,
+                                       bits[w]);
+        for (int64_t j = 0; j < cnt; ++j) values[out + j] = float_to_half_bits(stage[j]);
+        out += cnt;
+    }
+    return out;
+}
+
+MaskerCounters masker_counters() {
+    return MaskerCounters{g_tensors.load(std::memory_order_relaxed), g_samples.load(std::memory_order_relaxed)};
+}
+
+void count_masker_call(int64_t samples) {
+    g_tensors.fetch_add(1, std::memory_order_relaxed);
+    g_samples.fetch_add(samples, std::memory_order_relaxed);
+}
+
+}  // namespace razor::sparse

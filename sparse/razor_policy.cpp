@@ -1,0 +1,145 @@
+// sparse/razor_policy.cpp -- which saved items Back Razor prunes, and how (see razor_policy.h for the table).
+#include "sparse/razor_policy.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/check.h"
+#include "sparse/dense_coded.h"
+
+namespace razor::sparse {
+
+namespace {
+
+void check_ratio(double r, const std::string& where) {
+    if (!(r >= 0.0 && r <= 1.0))
+        throw Error(fmt("RazorSavePolicy: expected ", where, " ratio r in [0, 1] (the fraction dropped), got ", r,
+                        "; hint: r = 0.9 keeps 10% of each sample, r = 0 keeps everything"));
+}
+
+// True when `prefix` names `path` or one of its ancestors, on whole dot-separated components.
+bool path_has_prefix(std::string_view path, std::string_view prefix) {
+    if (prefix.empty()) return true;
+    if (path.size() < prefix.size() || path.substr(0, prefix.size()) != prefix) return false;
+    return path.size() == prefix.size() || path[prefix.size()] == '.';
+}
+
+}  // namespace
+
+const char* gelu_save_name(GeluSave mode) {
+    switch (mode) {
+        case GeluSave::DenseF16: return "dense-f16";
+        case GeluSave::Dense: return "dense";
+        case GeluSave::DenseI8: return "dense-i8";
+        case GeluSave::Razored: return "razored";
+    }
+    return "?";
+}
+
+RazorSavePolicy::RazorSavePolicy(RazorConfig config) : config_(std::move(config)) {
+    check_ratio(config_.ratio, "the global");
+    for (const auto& [prefix, m] : config_.modules)
+        if (m.ratio) check_ratio(*m.ratio, "module '" + prefix + "'");
+}
+
+std::string RazorSavePolicy::name() const {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "razor r=%.2f values=%s norm=%s gelu=%s ties=%s", config_.ratio,
+                  value_codec_name(config_.values), config_.prune_norm_inputs ? value_codec_name(config_.norm_values)
+                                                                              : "dense",
+                  gelu_save_name(config_.gelu), tie_mode_name(config_.ties));
+    std::string out = buf;
+    if (!config_.prune_softmax) out += " softmax=dense";
+    if (!config_.modules.empty()) out += fmt(" (+", config_.modules.size(), " module overrides)");
+    return out;
+}
+
+RazorSavePolicy::Resolved RazorSavePolicy::resolve_module(std::string_view module_path) const {
+    Resolved r{config_.ratio, std::nullopt, true};
+    size_t best = 0;
+    bool found = false;
+    for (const auto& [prefix, m] : config_.modules) {
+        if (!path_has_prefix(module_path, prefix)) continue;
+        if (found && prefix.size() < best) continue;
+        found = true, best = prefix.size();
+        r = Resolved{m.ratio.value_or(config_.ratio), m.values, m.enabled};
+    }
+    return r;
+}
+
+RazorSavePolicy::Decision RazorSavePolicy::decide(const SaveSite& site) const {
+    Decision d;
+    if (site.kind != SaveKind::Activation) return d;   // masks, indices, statistics, parameters: as dense
+    const std::string_view op = site.op, name = site.name;
+    enum class Role { None, Operand, Norm, Softmax, Gelu } role = Role::None;
+    if ((op == "conv2d" || op == "linear") && name == "x") role = Role::Operand;
+    else if (op == "matmul" && (name == "a" || name == "b")) role = Role::Operand;
+    else if ((op == "batch_norm" || op == "layer_norm") && name == "x") role = Role::Norm;
+    else if (op == "softmax" && name == "y") role = Role::Softmax;
+    else if (op == "gelu" && name == "x") role = Role::Gelu;
+    if (role == Role::None) return d;
+
+    const Resolved m = resolve_module(site.module_path);
+    if (!m.enabled) return d;
+    d.options.ratio = m.ratio;
+    d.options.ties = config_.ties;
+    d.options.values = m.values.value_or(config_.values);
+    switch (role) {
+        case Role::Operand: d.form = Form::Razored; break;
+        case Role::Norm:
+            if (!config_.prune_norm_inputs) return d;
+            d.form = Form::Razored;
+            d.options.values = m.values.value_or(config_.norm_values);
+            break;
+        case Role::Softmax:
+            if (!config_.prune_softmax) return d;
+            d.form = Form::Razored;
+            break;
+        case Role::Gelu:
+            switch (config_.gelu) {
+                case GeluSave::Dense: return d;
+                case GeluSave::DenseF16: d.form = Form::DenseF16, d.options.values = ValueCodec::F16; break;
+                case GeluSave::DenseI8: d.form = Form::DenseI8, d.options.values = ValueCodec::I8; break;
+                case GeluSave::Razored: d.form = Form::Razored; break;
+            }
+            break;
+        case Role::None: break;
+    }
+    return d;
+}
+
+std::unique_ptr<SavedTensor> RazorSavePolicy::pack_razored(const Tensor& t, const RazorPackOptions& options) const {
+    if (!config_.dedup) return RazoredTensor::pack(t, options);
+    auto matches = [&](const CacheEntry& e) {
+        return e.offset == t.offset() && e.version == t.version() && e.shape == t.shape() &&
+               e.strides == t.strides() && e.ratio == options.ratio && e.values == options.values &&
+               e.ties == options.ties && e.source.lock() == t.storage();
+    };
+    {
+        std::lock_guard lock(cache_mutex_);
+        // Forget entries whose payload or source is gone (released nodes, freed activations).
+        std::erase_if(cache_, [](const CacheEntry& e) { return e.payload.expired() || e.source.expired(); });
+        for (const CacheEntry& e : cache_)
+            if (matches(e))
+                if (auto handle = e.payload.lock()) return RazoredTensor::from_payload(handle, t.shape());
+    }
+    std::unique_ptr<RazoredTensor> packed = RazoredTensor::pack(t, options);   // outside the lock: the slow part
+    std::lock_guard lock(cache_mutex_);
+    cache_.push_back(CacheEntry{t.storage(), t.offset(), t.shape(), t.strides(), t.version(), options.ratio,
+                                options.values, options.ties, packed->payload_handle()});
+    return packed;
+}
+
+std::unique_ptr<SavedTensor> RazorSavePolicy::pack(const Tensor& t, const SaveSite& site) const {
+    Decision d = decide(site);
+    if (d.form != Form::Dense && (t.dtype() != DType::F32 || t.numel() == 0)) d.form = Form::Dense;
+    switch (d.form) {
+        case Form::Razored: return pack_razored(t, d.options);
+        case Form::DenseF16: return DenseCodedTensor::pack(t, ValueCodec::F16);
+        case Form::DenseI8: return DenseCodedTensor::pack(t, ValueCodec::I8);
+        case Form::Dense: break;
+    }
+    return std::make_unique<DenseSaved>(t, std::string(site.op), site.kind != SaveKind::Parameter);
+}
+
+}  // namespace razor::sparse

@@ -1,0 +1,120 @@
+// sparse/razor_policy.h -- Back Razor as a save policy of razor's tape.
+//
+// reference: BackRazor_Neurips22 (Linear/Conv/MatMul/LayerNorm "Sparse" modules) and BackRazor_Seg (razored BN
+// inputs). docs: docs/back-razor.md (spec: shared/docs/back-razor.md §2, §5).
+//
+// The forward stays dense and exact; this policy only changes what the tape keeps. Under
+//
+//     SavePolicyGuard guard(std::make_shared<sparse::RazorSavePolicy>(sparse::RazorConfig{.ratio = 0.9}));
+//
+// (or model.set_save_policy(...), or set_default_save_policy(...)) every op's saves are decided by SaveSite:
+//
+//   op            item  kind         stored as
+//   conv2d        x     Activation   razored (bitmap + `values`)          gW approximate; gx, gb exact
+//   linear        x     Activation   razored (bitmap + `values`)          gW approximate; gx, gb exact
+//   matmul        a, b  Activation   razored (bitmap + `values`)          ga, gb approximate (both operands pruned)
+//   softmax       y     Activation   razored (bitmap + `values`)          (attention probabilities P; prune_softmax)
+//   batch_norm    x     Activation   razored (bitmap + `norm_values`)     mean/rstd: Statistics, exact dense fp32
+//   layer_norm    x     Activation   razored (bitmap + `norm_values`)     mean/rstd: Statistics, exact dense fp32
+//   gelu          x     Activation   per `gelu`: dense fp16 (the reference), dense fp32, dense int8, or razored
+//   anything else, and every Mask / Indices / Statistics / Parameter item: as the dense policy (DenseSaved).
+//
+// Per-module overrides (a razor extension; the reference has one global ratio plus a head ratio): `modules` maps a
+// module-path prefix to a RazorModuleConfig. The longest prefix that matches whole path components wins ("fc"
+// matches "fc" and "fc.0" but not "fc2"; "" matches everything). Overrides may change the ratio, the value codec
+// (for every razored item of that module, norm inputs included), or turn pruning off (enabled = false: dense).
+// Alternatively give a module its own policy: module.set_save_policy(std::make_shared<RazorSavePolicy>(...)).
+//
+// Deduplication (spec §5.1): when the same tensor (same storage, offset, shape, strides and version) is saved
+// again under the same settings while the first razored copy is alive -- q/k/v Linears reading one LayerNorm
+// output, softmax's output also saved by the matmul that consumes it -- the second save shares the first's payload.
+// The tape counts it once, and the gradients are bit-identical to separate copies (the masker is deterministic).
+//
+// r = 0 with fp32 values keeps every non-zero value exactly: gradients are bit-identical to the dense tape (up to
+// the sign of zero: a -0.0 comes back as +0.0).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/saved.h"
+#include "sparse/razored_tensor.h"
+
+namespace razor::sparse {
+
+// How the GELU input is kept.
+enum class GeluSave : uint8_t {
+    DenseF16,   // dense, fp16 values (the reference ViT): 2 bytes/element, exact up to fp16 rounding of x
+    Dense,      // dense fp32 reference (as the dense policy)
+    DenseI8,    // dense, per-sample int8 (razor extension)
+    Razored,    // pruned like the Linear inputs (the reference has this masker but does not use it for the ViT)
+};
+const char* gelu_save_name(GeluSave mode);
+
+struct RazorModuleConfig {
+    std::optional<double> ratio = {};     // r for this module's razored items
+    std::optional<ValueCodec> values = {}; // value codec for this module's razored items (norm inputs included)
+    bool enabled = true;                  // false: everything this module saves stays dense
+};
+
+struct RazorConfig {
+    double ratio = 0.9;                          // r: the fraction DROPPED per sample (0.9 keeps 10%)
+    ValueCodec values = ValueCodec::F32;         // conv/linear/matmul/softmax kept values
+    ValueCodec norm_values = ValueCodec::F32;    // batch_norm / layer_norm inputs (the reference keeps LN in fp32)
+    TieMode ties = TieMode::Razor;               // Reference only to reproduce the reference's numbers
+    GeluSave gelu = GeluSave::DenseF16;
+    bool prune_norm_inputs = true;               // razor batch_norm / layer_norm inputs (false: dense)
+    bool prune_softmax = true;                   // razor softmax outputs (attention probabilities)
+    bool dedup = true;                           // share one copy between saves of the same tensor
+    std::map<std::string, RazorModuleConfig> modules = {};   // per module-path-prefix overrides
+};
+
+class RazorSavePolicy final : public SavePolicy {
+public:
+    explicit RazorSavePolicy(RazorConfig config = {});
+
+    // "razor r=0.90 values=f32 norm=f32 gelu=dense-f16 ties=razor (+2 module overrides)"
+    std::string name() const override;
+    std::unique_ptr<SavedTensor> pack(const Tensor& t, const SaveSite& site) const override;
+
+    const RazorConfig& config() const { return config_; }
+
+    // What this policy would do with an item at `site` (exposed for reports and tests).
+    enum class Form : uint8_t { Dense, Razored, DenseF16, DenseI8 };
+    struct Decision {
+        Form form = Form::Dense;
+        RazorPackOptions options;   // for Razored; options.values also names the DenseI8/DenseF16 codec
+    };
+    Decision decide(const SaveSite& site) const;
+
+private:
+    struct Resolved {
+        double ratio;
+        std::optional<ValueCodec> values;
+        bool enabled;
+    };
+    Resolved resolve_module(std::string_view module_path) const;
+    std::unique_ptr<SavedTensor> pack_razored(const Tensor& t, const RazorPackOptions& options) const;
+
+    RazorConfig config_;
+
+    // Deduplication cache: razored payloads that are alive, keyed by what they were packed from.
+    struct CacheEntry {
+        std::weak_ptr<Storage> source;   // the saved tensor's storage (expired: the key cannot match any more)
+        int64_t offset;
+        Shape shape, strides;
+        uint64_t version;
+        double ratio;
+        ValueCodec values;
+        TieMode ties;
+        std::weak_ptr<const void> payload;   // RazoredTensor::payload_handle(); expires with the last copy on the tape
+    };
+    mutable std::mutex cache_mutex_;
+    mutable std::vector<CacheEntry> cache_;
+};
+
+}  // namespace razor::sparse
