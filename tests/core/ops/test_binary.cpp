@@ -51,3 +51,19 @@ TEST_CASE("binary ops: match PyTorch") {
         check_close(b.grad(), t.at(name + ".grad_b"), 1e-4, 1e-5, name + " grad b (sum over broadcast dims)");
     }
 }
+
+TEST_CASE("binary ops: scalar forms match PyTorch") {
+    SafeTensors fx = load_fixture("scalar");
+    auto& t = fx.tensors;
+    const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> ops = {
+        {"add", [](const Tensor& a) { return a + 2.5f; }},  {"sub", [](const Tensor& a) { return a - 2.5f; }},
+        {"mul", [](const Tensor& a) { return a * -1.5f; }}, {"div", [](const Tensor& a) { return a / 4.f; }},
+        {"rsub", [](const Tensor& a) { return 1.f - a; }},  {"rdiv", [](const Tensor& a) { return 2.f / a; }}};
+    for (const auto& [name, fn] : ops) {
+        Tensor a = leaf(t.at("a"));
+        Tensor out = fn(a);
+        check_close(out, t.at(name + ".out"), 1e-6, 1e-7, name + "_scalar forward");
+        out.backward(t.at("grad_out"));
+        check_close(a.grad(), t.at(name + ".grad_a"), 1e-6, 1e-7, name + "_scalar grad");
+    }
+}
