@@ -370,7 +370,7 @@ void depthwise_backward(const ConvGeometry& g, const float* x /*(N, C, H, W) or 
                         const float* w /*(OC, 1, KH, KW) or null*/, const float* gy /*(N, OC, OH, OW)*/,
                         float* gx /*(N, C, H, W) or null*/, float* gw /*(OC, 1, KH, KW) or null*/) {
     const int64_t mult = g.OC / g.C, ohw = g.ohw(), OW = g.OW, kk = g.kk();
-    const bool big = g.N * g.OC * ohw * kk > (1 << 15);
+    [[maybe_unused]] const bool big = g.N * g.OC * ohw * kk > (1 << 15);
     if (gx) {
 #pragma omp parallel for collapse(2) schedule(static) if (big)
         for (int64_t n = 0; n < g.N; ++n)
