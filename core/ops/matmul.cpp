@@ -129,7 +129,7 @@ std::vector<int64_t> broadcast_offsets(const Shape& batch, const Shape& strides,
 
 // Spread whole gemms over the threads only when there are at least as many as threads; else let Eigen
 // parallelise inside each product.
-bool gemms_over_threads(int64_t count) { return count > 1 && count >= num_threads(); }
+[[maybe_unused]] bool gemms_over_threads(int64_t count) { return count > 1 && count >= num_threads(); }
 
 // out[o] (M, N) = a[o] (M, K) . b[o] (K, N), for every output matrix o.
 void matmul_forward(const MatrixBatch& a, const MatrixBatch& b, const Shape& out_batch, float* out /*(Bout, M, N)*/) {
