@@ -127,8 +127,8 @@ std::vector<int64_t> broadcast_offsets(const Shape& batch, const Shape& strides,
     return offsets;
 }
 
-// Spread whole gemms over the threads only when there are at least as many as threads; else let Eigen
-// parallelise inside each product.
+// Spread whole gemms over the threads only when there are at least as many as threads; else gemm splits each
+// product over the threads itself.
 [[maybe_unused]] bool gemms_over_threads(int64_t count) { return count > 1 && count >= num_threads(); }
 
 // out[o] (M, N) = a[o] (M, K) . b[o] (K, N), for every output matrix o.
