@@ -28,7 +28,7 @@
 //   16->16 32x32: 6.3 / 6.8 vs 40 / 20;  32->32 16x16: 4.9 / 5.4 vs 23 / 13;  64->64 8x8: 5.5 / 5.7 vs 11 / 13.
 // Per image wins because its working set stays in L2, while the big GEMM streams a 75 MB col (16 channels at
 // 32x32) through memory and pays an extra pass to reorder its result. With fewer images than threads
-// (inference on one image) the images run one after another and Eigen parallelises each GEMM instead.
+// (inference on one image) the images run one after another and gemm splits each GEMM over the threads.
 //
 // Saves: x as SaveKind::Activation, only if W needs a gradient (gW = sum_n g[n] . im2col(x[n])^T; Back Razor
 //        prunes this one). W as SaveKind::Parameter (reference, 0 bytes), only if x needs a gradient (gx).
@@ -205,7 +205,7 @@ void col2im(const ConvGeometry& g, float* gcol /*(C*KK, T)*/, int64_t ld, int64_
         }
 }
 
-// Batch chunks: one per thread when there are enough images, else one (and Eigen parallelises each GEMM).
+// Batch chunks: one per thread when there are enough images, else one (and gemm splits each GEMM over the threads).
 int64_t batch_chunks(int64_t N) {
     const int64_t threads = num_threads();
     return (threads > 1 && N >= threads) ? threads : 1;
@@ -370,7 +370,7 @@ void depthwise_backward(const ConvGeometry& g, const float* x /*(N, C, H, W) or 
                         const float* w /*(OC, 1, KH, KW) or null*/, const float* gy /*(N, OC, OH, OW)*/,
                         float* gx /*(N, C, H, W) or null*/, float* gw /*(OC, 1, KH, KW) or null*/) {
     const int64_t mult = g.OC / g.C, ohw = g.ohw(), OW = g.OW, kk = g.kk();
-    const bool big = g.N * g.OC * ohw * kk > (1 << 15);
+    [[maybe_unused]] const bool big = g.N * g.OC * ohw * kk > (1 << 15);
     if (gx) {
 #pragma omp parallel for collapse(2) schedule(static) if (big)
         for (int64_t n = 0; n < g.N; ++n)

@@ -11,10 +11,10 @@
 //     slice), is passed with a trans flag and leading dimension instead of being copied. Anything else is made
 //     contiguous first.
 //   * b without batch dims (x W, the linear case) and a batch that folds into rows: ONE gemm with
-//     M' = Bout * M, which Eigen parallelises; its weight-style gradient gb is then one reduced gemm too
+//     M' = Bout * M, which gemm splits over the threads; its weight-style gradient gb is then one reduced gemm too
 //     (no per-batch partial products).
 //   * Otherwise one gemm per output matrix; with Bout >= threads the matrices are spread over the OpenMP threads
-//     (each gemm single-threaded), else Eigen parallelises each product.
+//     (each gemm single-threaded), else gemm splits each product over the threads.
 //
 // Saves: a as SaveKind::Activation if b needs a gradient (gb = a^T g), b as SaveKind::Activation if a needs one
 //        (ga = g b^T). Nothing else: the shapes come from the node's edges. Saved views (a transposed K) are kept
@@ -127,9 +127,9 @@ std::vector<int64_t> broadcast_offsets(const Shape& batch, const Shape& strides,
     return offsets;
 }
 
-// Spread whole gemms over the threads only when there are at least as many as threads; else let Eigen
-// parallelise inside each product.
-bool gemms_over_threads(int64_t count) { return count > 1 && count >= num_threads(); }
+// Spread whole gemms over the threads only when there are at least as many as threads; else gemm splits each
+// product over the threads itself.
+[[maybe_unused]] bool gemms_over_threads(int64_t count) { return count > 1 && count >= num_threads(); }
 
 // out[o] (M, N) = a[o] (M, K) . b[o] (K, N), for every output matrix o.
 void matmul_forward(const MatrixBatch& a, const MatrixBatch& b, const Shape& out_batch, float* out /*(Bout, M, N)*/) {

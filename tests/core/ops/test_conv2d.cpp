@@ -41,6 +41,8 @@ TEST_CASE("conv2d: gradcheck over stride, padding, dilation, groups, bias, non-s
         {"non-square kernel, stride, dilation", {2, 2, 6, 7}, {3, 2, 3, 2}, true, nonsquare},
         {"3x3 p2 d2, same size (shifted rows)", {2, 2, 5, 6}, {3, 2, 3, 3}, true, opts(1, 2, 2, 1)},
         {"5x5 p2", {1, 2, 4, 5}, {2, 2, 5, 5}, false, opts(1, 2, 1, 1)},
+        {"3x3 s2 p2 (taps left of the row)", {1, 2, 7, 8}, {2, 2, 3, 3}, true, opts(2, 2, 1, 1)},
+        {"3x3 s3 p1, odd width", {1, 2, 8, 11}, {2, 2, 3, 3}, false, opts(3, 1, 1, 1)},
         {"H = 1: taps that see only padding", {2, 2, 1, 4}, {2, 2, 3, 3}, true, opts(1, 1, 1, 1)},
         {"padding larger than the kernel", {1, 2, 2, 3}, {2, 2, 3, 3}, true, opts(2, 3, 1, 1)},
         {"depthwise same size", {2, 2, 4, 4}, {2, 1, 3, 3}, false, opts(1, 1, 1, 2)},
@@ -111,7 +113,8 @@ void check_conv_fixture(const std::string& file, const std::vector<std::string>&
 TEST_CASE("conv2d: matches PyTorch") {
     check_conv_fixture("conv2d", {"basic", "stride2_groups2", "dilated", "depthwise", "depthwise_mult", "pointwise",
                                   "proj1x1_s2", "stem_nopad"});
-    check_conv_fixture("conv2d_edges", {"same_dilated", "pad_only_taps", "big_pad", "row_tiles", "row_tiles_s2"});
+    check_conv_fixture("conv2d_edges", {"same_dilated", "pad_only_taps", "big_pad", "stride2_pad2", "stride3", "row_tiles",
+                                        "row_tiles_s2"});
 }
 
 TEST_CASE("conv2d: a batch gives the per-image outputs and the sum of the per-image weight gradients") {
