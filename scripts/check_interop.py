@@ -1,0 +1,134 @@
+#!/usr/bin/python3
+"""Checks that razor checkpoints and PyTorch state dicts interoperate, using the PyTorch reference definitions of
+razor's models (scripts/fixtures/ops_models.py). Needs torch and numpy (Debian: /usr/bin/python3 with python3-torch).
+
+    scripts/check_interop.py PATH [--model NAME] [--tol 1e-4]
+        PATH is a razor-written model.safetensors (a state dict, nothing else). Loads it, strict, into the PyTorch
+        reference model NAME (default: the file's "model" metadata entry, else resnet20), puts it in eval mode and
+        compares its logits with razor's: the file PATH with ".safetensors" replaced by ".logits.safetensors" holds
+        "input" (N, C, H, W) and razor's eval-mode "logits" (N, classes). The reference runs in float64 from the
+        float32 weights.
+
+    scripts/check_interop.py --write-torch DIR [--model NAME]
+        The other direction: writes DIR/torch_NAME.safetensors, the reference model's state_dict with PyTorch's own
+        init and BN running statistics from three train-mode forwards, and DIR/torch_NAME.logits.safetensors with
+        a random input and its eval-mode logits (float64 reference, stored as float32). razor's test loads both.
+
+Agreement: |razor - torch| <= tol * (|torch| + max |torch|) for every logit (the scale-relative criterion of
+tests/models/test_parity.cpp). Exit status: 0 agree, 1 logits differ, 2 the checkpoint does not load (missing or
+unexpected keys, wrong shapes: PyTorch's strict load_state_dict message is printed) or bad usage.
+"""
+import argparse
+import json
+import os
+import struct
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "fixtures"))
+import ops_models as M  # noqa: E402
+import safetensors_io  # noqa: E402
+
+
+def metadata(path):
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        return json.loads(f.read(n)).get("__metadata__", {})
+
+
+def logits_path(path):
+    stem = path[:-len(".safetensors")] if path.endswith(".safetensors") else path
+    return stem + ".logits.safetensors"
+
+
+def eval_logits(model, x):
+    """Eval-mode logits in float64 from the float32 weights; the model is returned to float32 unchanged."""
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    model.eval().double()
+    with torch.no_grad():
+        logits = model(x.double())
+    model.float().load_state_dict(state)
+    return logits
+
+
+def interop_model(make, seed, batch_shape):
+    """A reference model with PyTorch's init (seeded) and BN running statistics from three train-mode forwards on
+    random batches (num_batches_tracked = 3), so the buffers a checkpoint carries all matter in eval mode."""
+    torch.manual_seed(seed)
+    model = make()
+    g = torch.Generator().manual_seed(seed + 1)
+    model.train()
+    with torch.no_grad():
+        for _ in range(3):
+            model(torch.randn(batch_shape, generator=g) * 2 + 0.5)
+    return model.eval()
+
+
+def worst_error(got, ref):
+    """max over elements of |got - ref| / (|ref| + max |ref|)."""
+    got, ref = got.double().flatten(), ref.double().flatten()
+    scale = ref.abs().max()
+    return float(((got - ref).abs() / (ref.abs() + scale + 1e-30)).max())
+
+
+def check(path, model_name, tol):
+    name = model_name or metadata(path).get("model", "resnet20")
+    if name not in M.MODELS:
+        print(f"check_interop: unknown model '{name}'; expected one of {', '.join(M.MODELS)}", file=sys.stderr)
+        return 2
+    model = M.MODELS[name]()
+    try:
+        model.load_state_dict(safetensors_io.load(path), strict=True)
+    except RuntimeError as e:
+        print(f"check_interop: {path} does not load into the PyTorch {name}: {e}", file=sys.stderr)
+        return 2
+    io_path = logits_path(path)
+    if not os.path.exists(io_path):
+        print(f"check_interop: expected razor's logits in {io_path}; hint: write 'input' and 'logits' there",
+              file=sys.stderr)
+        return 2
+    io = safetensors_io.load(io_path)
+    ref = eval_logits(model, io["input"])
+    if tuple(ref.shape) != tuple(io["logits"].shape):
+        print(f"check_interop: logits shape: razor {tuple(io['logits'].shape)}, torch {tuple(ref.shape)}", file=sys.stderr)
+        return 1
+    err = worst_error(io["logits"], ref)
+    verdict = "agree" if err <= tol else "DIFFER"
+    print(f"check_interop: {name} from {path}: {len(model.state_dict())} tensors loaded strict; logits {verdict}, "
+          f"worst relative error {err:.2e} (tolerance {tol:g})")
+    return 0 if err <= tol else 1
+
+
+def write_torch(directory, model_name):
+    name = model_name or "resnet20"
+    shape = (4, 1, 28, 28) if name == "lenet5_1x28x28" else (4, 3, 32, 32)
+    model = interop_model(M.MODELS[name], 20, (16,) + shape[1:])
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(21))
+    os.makedirs(directory, exist_ok=True)
+    target = os.path.join(directory, f"torch_{name}.safetensors")
+    safetensors_io.save(target, model.state_dict(), {"model": name, "torch": torch.__version__})
+    safetensors_io.save(logits_path(target), {"input": x, "logits": eval_logits(model, x)})
+    print(f"check_interop: wrote {target} ({sum(t.numel() for t in model.state_dict().values())} values) and its logits")
+    return 0
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("path", nargs="?", help="razor-written model.safetensors")
+    parser.add_argument("--model", help="reference model name (default: the file's metadata, else resnet20)")
+    parser.add_argument("--tol", type=float, default=1e-4)
+    parser.add_argument("--write-torch", metavar="DIR", help="write a PyTorch checkpoint + logits for razor instead")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    if args.write_torch:
+        return write_torch(args.write_torch, args.model)
+    if not args.path:
+        parser.print_usage(sys.stderr)
+        return 2
+    return check(args.path, args.model, args.tol)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
