@@ -8,5 +8,8 @@ namespace razor::apps {
 
 int run_demo(const std::vector<std::string>& args);
 int run_info(const std::vector<std::string>& args);
+int run_train(const std::vector<std::string>& args);
+int run_eval(const std::vector<std::string>& args);
+int run_bench(const std::vector<std::string>& args);
 
 }  // namespace razor::apps

@@ -16,13 +16,19 @@ const char* kUsage =
     "\n"
     "commands:\n"
     "  demo     train a small MLP on Fashion-MNIST (Debian's dataset-fashion-mnist): accuracy, speed, memory, plot\n"
-    "  info     a model's layers: output shapes, parameters, FLOPs, saved-activation bytes (razor info --list)\n";
+    "  info     a model's layers: output shapes, parameters, FLOPs, saved-activation bytes (razor info --list)\n"
+    "  train    train a model on CIFAR-10/100, Fashion-MNIST or an image folder: checkpoints, resume, log, curves\n"
+    "  eval     a checkpoint's test accuracy, loss and per-class accuracy\n"
+    "  bench    time the full training step (forward, backward, SGD) on synthetic data; --json for one line\n";
 }
 
 int main(int argc, char** argv) {
     const std::map<std::string, std::function<int(const std::vector<std::string>&)>> commands = {
         {"demo", razor::apps::run_demo},
         {"info", razor::apps::run_info},
+        {"train", razor::apps::run_train},
+        {"eval", razor::apps::run_eval},
+        {"bench", razor::apps::run_bench},
     };
     if (argc < 2 || std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help") {
         std::fputs(kUsage, argc < 2 ? stderr : stdout);

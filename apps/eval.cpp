@@ -1,0 +1,112 @@
+// apps/eval.cpp -- `razor eval`: a checkpoint's test accuracy, loss, per-class accuracy and speed.
+//
+// reference: the evaluation half of a PyTorch CIFAR script (model.eval(), torch.no_grad(), argmax accuracy, mean
+// cross-entropy). docs: docs/cli.md "razor eval".
+//
+// --checkpoint takes a run folder (its last/ checkpoint), a checkpoint folder (runs/x/best) or a model.safetensors
+// file, also one written by PyTorch with safetensors.torch.save_file(model.state_dict()). The weights are loaded
+// strictly: a checkpoint that does not fit --model and the number of classes fails with the missing, unexpected and
+// wrongly shaped keys and a hint. The model name, dataset and normalisation default to what razor train stored in
+// the file's metadata.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "apps/args.h"
+#include "apps/checkpoint.h"
+#include "apps/commands.h"
+#include "apps/train_common.h"
+#include "core/core.h"
+#include "models/registry.h"
+
+namespace razor::apps {
+
+namespace {
+std::vector<float> floats_of(const std::string& text) {
+    std::vector<float> out;
+    for (double v : parse_number_list("razor eval", "normalize (checkpoint metadata)", text))
+        out.push_back(static_cast<float>(v));
+    return out;
+}
+}  // namespace
+
+int run_eval(const std::vector<std::string>& argv) {
+    Args args("eval", "evaluate a checkpoint on a test set: accuracy, loss, per-class accuracy, img/s");
+    args.flag("checkpoint", "", "run folder (uses last/), checkpoint folder (runs/x/best) or .safetensors file")
+        .flag("model", "", "model name (default: the one stored in the checkpoint)")
+        .flag("dataset", "", "cifar10 | cifar100 | fashion-mnist | folder (default: the checkpoint's, else cifar10)")
+        .flag("data", "", "dataset folder (cifar10: the folder holding test_batch.bin)")
+        .flag("classes", "", "keep only these classes, relabelled 0..k-1 (as given to razor train)")
+        .flag("batch", "500", "images per batch")
+        .flag("threads", "0", "OpenMP threads (0 = all cores)")
+        .boolean("json", "print one JSON line instead of the table");
+    args.parse(argv);
+    if (args.help_requested()) {
+        std::printf("%s", args.usage().c_str());
+        return 0;
+    }
+    const int64_t batch = args.integer("batch"), threads = args.integer("threads");
+    if (batch < 1) throw Error(fmt("razor eval: --batch must be >= 1, got ", batch));
+    if (threads < 0) throw Error(fmt("razor eval: --threads must be >= 0 (0 = all cores), got ", threads));
+    if (args.str("checkpoint").empty())
+        throw Error(fmt("razor eval: --checkpoint is required; hint: --checkpoint runs/NAME (the --out of razor train)\n\n",
+                        args.usage()));
+    set_num_threads(static_cast<int>(threads));
+
+    const Checkpoint ck = open_checkpoint(args.str("checkpoint"), /*model_only=*/true);
+    auto meta = [&](const char* key, const std::string& fallback) {
+        auto it = ck.model_metadata.find(key);
+        return it == ck.model_metadata.end() || it->second.empty() ? fallback : it->second;
+    };
+    const std::string model_name = args.given("model") ? args.str("model") : meta("model", "");
+    if (model_name.empty())
+        throw Error(fmt("razor eval: the checkpoint names no model; hint: pass --model (razor info --list)"));
+    const std::string dataset = args.given("dataset") ? args.str("dataset") : meta("dataset", "cifar10");
+    const bool stored_norm = ck.model_metadata.count("normalize_mean") && ck.model_metadata.count("normalize_std");
+    DataSplits data = load_splits("razor eval", dataset, args.str("data"), args.str("classes"),
+                                  /*need_train=*/!stored_norm && dataset == "folder");
+    if (stored_norm) data.mean = floats_of(meta("normalize_mean", "")), data.std = floats_of(meta("normalize_std", ""));
+    const Shape image = data.test.image_shape();
+    const int64_t K = data.test.num_classes;
+
+    Generator gen(0);
+    auto model = models::make_model(model_name, K, gen, {.in_channels = image[0], .image_size = image[1]});
+    try {
+        model->load_state_dict(ck.model);
+    } catch (const Error& e) {
+        throw Error(fmt("razor eval: the checkpoint in ", ck.folder, " does not fit --model ", model_name, " with ", K,
+                        " classes and ", shape_str(image), " images: ", e.what()));
+    }
+    const EvalResult r = evaluate(*model, data.test, data.mean, data.std, batch);
+
+    auto class_name = [&](int64_t k) {
+        return k < static_cast<int64_t>(data.test.classes.size()) ? data.test.classes[k] : fmt("class ", k);
+    };
+    if (args.on("json")) {
+        nlohmann::json per_class = nlohmann::json::array();
+        for (int64_t k = 0; k < K; ++k)
+            per_class.push_back({{"class", class_name(k)},
+                                 {"images", r.class_total[k]},
+                                 {"accuracy", r.class_total[k] ? double(r.class_correct[k]) / r.class_total[k] : 0.0}});
+        const nlohmann::json j = {{"model", model_name},        {"checkpoint", ck.folder},
+                                  {"epoch", meta("epoch", "")}, {"dataset", dataset},
+                                  {"images", r.images},         {"accuracy", r.accuracy},
+                                  {"loss", r.loss},             {"img_per_s", r.images_per_second},
+                                  {"threads", num_threads()},   {"per_class", per_class}};
+        std::printf("%s\n", j.dump().c_str());
+        return 0;
+    }
+    std::printf("%s\n", runtime_banner().c_str());
+    std::printf("eval   %s from %s (epoch %s) on %s: %lld test images %s\n\n", model_name.c_str(), ck.folder.c_str(),
+                meta("epoch", "?").c_str(), data.test.name.c_str(), static_cast<long long>(r.images),
+                shape_str(image).c_str());
+    std::printf("%-16s %9s %8s\n", "class", "accuracy", "images");
+    for (int64_t k = 0; k < K; ++k)
+        std::printf("%-16s %8.1f%% %8lld\n", class_name(k).c_str(),
+                    r.class_total[k] ? 100.0 * r.class_correct[k] / r.class_total[k] : 0.0,
+                    static_cast<long long>(r.class_total[k]));
+    std::printf("\nresult  test accuracy %.2f%%  loss %.4f  |  %.0f img/s on %d threads\n", 100 * r.accuracy, r.loss,
+                r.images_per_second, num_threads());
+    return 0;
+}
+
+}  // namespace razor::apps

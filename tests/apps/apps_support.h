@@ -1,0 +1,50 @@
+// tests/apps/apps_support.h -- helpers for the CLI tests: a tiny fake CIFAR-10 on disk, stdout capture, running a
+// subcommand with the thread count restored afterwards.
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace razor::test {
+
+// A fresh, empty folder /tmp/razor_apps_<pid>_<name>, removed when the object is destroyed.
+class AppsTempDir {
+public:
+    explicit AppsTempDir(const std::string& name);
+    ~AppsTempDir();
+    const std::string& path() const { return path_; }
+    std::string operator/(const std::string& rel) const { return path_ + "/" + rel; }
+
+private:
+    std::string path_;
+};
+
+// Writes CIFAR-10's binary layout into `dir`: data_batch_1..5.bin with `train_per_file` records each, test_batch.bin
+// with `test` records, batches.meta.txt. Image i of class k = i % 10 is a noisy picture whose mean colour and a
+// bright quadrant depend on k, so a small model learns it within a few steps.
+void write_fake_cifar10(const std::string& dir, int train_per_file, int test, int seed = 0);
+
+// Runs fn while fd 1 goes to a file; returns what was printed (stdout only; stderr passes through).
+template <class F>
+std::string capture_stdout(F&& fn);
+
+// Calls `command`(args) (run_train, run_eval, ...) and restores the OpenMP thread count it may change.
+int run_command(int (*command)(const std::vector<std::string>&), const std::vector<std::string>& args);
+
+// --- implementation of the template ---
+std::string capture_begin();        // returns the capture file's path
+std::string capture_end(const std::string& path);
+template <class F>
+std::string capture_stdout(F&& fn) {
+    const std::string path = capture_begin();
+    try {
+        fn();
+    } catch (...) {
+        capture_end(path);
+        throw;
+    }
+    return capture_end(path);
+}
+
+}  // namespace razor::test
