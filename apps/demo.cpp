@@ -14,6 +14,7 @@
 #include "apps/commands.h"
 #include "apps/plot.h"
 #include "apps/progress.h"
+#include "apps/train_common.h"
 #include "core/core.h"
 #include "data/batch.h"
 #include "data/idx.h"
@@ -27,34 +28,6 @@ namespace razor::apps {
 namespace {
 
 const std::vector<float> kMean = {0.2860f}, kStd = {0.3530f};   // Fashion-MNIST training-set statistics
-
-// Fraction of rows whose largest logit is the label.
-int64_t count_correct(const Tensor& logits, const Tensor& labels) {
-    const int64_t N = logits.size(0), C = logits.size(1);
-    const float* p = logits.f32();
-    int64_t correct = 0;
-    for (int64_t i = 0; i < N; ++i) {
-        int64_t best = 0;
-        for (int64_t c = 1; c < C; ++c)
-            if (p[i * C + c] > p[i * C + best]) best = c;
-        correct += best == labels.i64()[i];
-    }
-    return correct;
-}
-
-double evaluate(nn::Module& model, const data::ImageDataset& ds, int64_t batch) {
-    NoGradGuard no_grad;
-    model.eval();
-    std::vector<int64_t> order(ds.size());
-    for (int64_t i = 0; i < ds.size(); ++i) order[i] = i;
-    int64_t correct = 0;
-    for (int64_t b = 0; b < ds.size(); b += batch) {
-        data::Batch xb = data::make_batch(ds, order, b, std::min(ds.size(), b + batch), kMean, kStd);
-        correct += count_correct(model(xb.images), xb.labels);
-    }
-    model.train();
-    return static_cast<double>(correct) / ds.size();
-}
 
 // conv(1->16) BN ReLU pool -> conv(16->32) BN ReLU pool -> linear(32*7*7 -> 10): about 1 M MACs per image.
 void build_cnn(nn::Sequential& model, Generator& gen) {
@@ -159,7 +132,7 @@ int run_demo(const std::vector<std::string>& argv) {
         }
         progress.finish();
         images_per_second = progress.images_per_second();
-        test_accuracy = evaluate(model, test, 1000);
+        test_accuracy = evaluate(model, test, kMean, kStd, 1000).accuracy;
         const double train_accuracy = static_cast<double>(correct) / seen, mean_loss = loss_sum / seen;
         const double ratio = tape_peak.stored_bytes ? double(tape_peak.dense_bytes) / tape_peak.stored_bytes : 0;
         std::printf("epoch %lld/%lld  loss %.4f  train %.1f%%  test %.1f%%  lr %.3g  %.0f s  %.0f img/s  tape %s "
