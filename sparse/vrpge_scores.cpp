@@ -1,0 +1,84 @@
+// sparse/vrpge_scores.cpp -- the structure parameters and the Bernoulli channel sampler. See vrpge_scores.h.
+#include "sparse/vrpge_scores.h"
+
+#include <set>
+
+namespace razor::sparse {
+
+ChannelScores::ChannelScores(std::vector<ScoredLayer> layers, float init) : layers_(std::move(layers)) {
+    if (!(init >= 0.f && init <= 1.f))
+        throw Error(fmt("ChannelScores: expected init in [0, 1], got ", init,
+                        "; hint: s are keep probabilities, the reference starts them at 0.5"));
+    std::set<std::string> seen;
+    for (const ScoredLayer& l : layers_) {
+        if (l.name.empty())
+            throw Error("ChannelScores: got a layer with an empty name; hint: use the module path, e.g. layer1.0.conv1");
+        if (!seen.insert(l.name).second)
+            throw Error(fmt("ChannelScores: layer '", l.name, "' appears twice; hint: one entry per conv"));
+        if (l.channels < 1)
+            throw Error(fmt("ChannelScores: layer '", l.name, "' expected channels >= 1, got ", l.channels));
+        if (!l.masked) {
+            s_.emplace_back();   // unmasked layers own no s (spec §3)
+            continue;
+        }
+        Tensor s = Tensor::full({l.channels}, init);
+        s.set_name(l.name + ".s");
+        s.requires_grad_(true);
+        s_.push_back(s);
+        n_ += l.channels;
+    }
+}
+
+std::vector<std::pair<std::string, Tensor>> ChannelScores::named_parameters() const {
+    std::vector<std::pair<std::string, Tensor>> out;
+    for (size_t i = 0; i < layers_.size(); ++i)
+        if (layers_[i].masked) out.emplace_back(layers_[i].name + ".s", s_[i]);
+    return out;
+}
+
+std::vector<Tensor> ChannelScores::parameters() const {
+    std::vector<Tensor> out;
+    for (const Tensor& s : s_)
+        if (s.defined()) out.push_back(s);
+    return out;
+}
+
+ChannelMasks ChannelScores::sample(Generator& gen) const {
+    ChannelMasks out;
+    out.m.reserve(layers_.size());
+    out.kept.reserve(layers_.size());
+    for (size_t i = 0; i < layers_.size(); ++i) {
+        const int64_t C = layers_[i].channels;
+        Tensor m = Tensor::ones({C});   // (OC)
+        if (layers_[i].masked) {
+            const Tensor s = s_[i].contiguous();
+            const float* sp = s.data<float>();
+            float* mp = m.data<float>();
+            // u < s: strict, so s = 0 never keeps and s = 1 (u < 1 always) always keeps -- the reference's rule.
+            for (int64_t c = 0; c < C; ++c) mp[c] = gen.uniform() < sp[c] ? 1.f : 0.f;
+        }
+        out.kept.push_back(kept_indices(m));
+        out.m.push_back(std::move(m));
+    }
+    return out;
+}
+
+void ChannelScores::zero_grad() const {
+    for (const Tensor& s : s_)
+        if (s.defined()) s.zero_grad();
+}
+
+Tensor kept_indices(const Tensor& m) {
+    if (m.dim() != 1 || m.dtype() != DType::F32)
+        throw Error(fmt("kept_indices: expected a (C) f32 0/1 mask, got ", shape_str(m.shape()),
+                        m.dtype() == DType::F32 ? "" : " of another dtype"));
+    const Tensor mc = m.contiguous();
+    const float* mp = mc.data<float>();
+    std::vector<int64_t> idx;
+    for (int64_t c = 0; c < mc.numel(); ++c)
+        if (mp[c] != 0.f) idx.push_back(c);
+    const auto n = static_cast<int64_t>(idx.size());
+    return Tensor::from_vector_i64({n}, idx);
+}
+
+}  // namespace razor::sparse

@@ -1,0 +1,73 @@
+// sparse/vrpge_scores.h -- VR-PGE's structure parameters: one keep probability s per output channel of every masked
+// layer, and the per-pass Bernoulli sampler that turns them into channel masks m and kept-index lists.
+//
+// reference: the official VRPGE code (utils/conv_type.py, the `scores` of each masked conv and its sampler).
+// docs: docs/vr-pge.md §1-§2 (spec: shared/docs/vr-pge.md §1-§3, §4.3, §4.6).
+//
+// Notation as the paper: m is the 0/1 mask, s the keep probabilities (m_c ~ Bernoulli(s_c)); never the other way.
+//
+// Layout: a ChannelScores is built from the ordered list of layers that produce channels (name, OC, masked). Each
+// masked layer owns one f32 parameter tensor "<name>.s" of shape (OC); unmasked layers (the classifier, by an
+// explicit flag -- never an out-channel heuristic) own none and count neither in n nor in the budget.
+//
+// Sampling: one mask per layer per forward pass, shared by the whole minibatch (what makes a compact pass
+// possible). m_c = 1[u_c < s_c] with u_c uniform on [0, 1) drawn from a razor Generator, layer by layer in list order,
+// channel by channel, so a seed fixes every mask. s = 0 never keeps, s = 1 always keeps (spec §4.6). The sampler is
+// not part of the autograd graph: s receives no chain-rule gradient, only the VR-PGE term (vrpge_estimator.h).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/core.h"
+
+namespace razor::sparse {
+
+// One layer that produces output channels, in network order.
+struct ScoredLayer {
+    std::string name;       // module path, e.g. "layer1.0.conv1"; the parameter is "<name>.s"
+    int64_t channels = 0;   // OC
+    bool masked = true;     // false for layers that keep every channel (the classifier head)
+};
+
+// The masks of one forward pass, aligned with ChannelScores::layers().
+struct ChannelMasks {
+    std::vector<Tensor> m;      // per layer: (OC) f32 of 0/1; all ones for an unmasked layer
+    std::vector<Tensor> kept;   // per layer: (n_kept) i64, the indices with m = 1, ascending (the channel-subset seam)
+};
+
+class ChannelScores {
+public:
+    // Every masked layer's s starts at `init` (the reference uses 0.5; it must lie in [0, 1]). Throws on an empty or
+    // duplicate name, channels < 1, or an init outside [0, 1].
+    ChannelScores(std::vector<ScoredLayer> layers, float init = 0.5f);
+
+    const std::vector<ScoredLayer>& layers() const { return layers_; }
+    // The s tensor of layer i (undefined for an unmasked layer). A leaf with requires_grad, so it has a .grad().
+    const Tensor& s(size_t layer) const { return s_[layer]; }
+    // n: prunable channels, the sum of OC over masked layers only (spec §2 "budget size").
+    int64_t num_masked_channels() const { return n_; }
+    // K_budget = rho * n, rho the channel KEEP ratio (the reference's misnamed --prune-rate).
+    double budget(double rho) const { return rho * static_cast<double>(n_); }
+
+    // ("<name>.s", s) for every masked layer, in layer order: what Adam on s and checkpoints take.
+    std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+    // The defined s tensors, in layer order (the projection's input).
+    std::vector<Tensor> parameters() const;
+
+    // One pass's masks: m ~ Bernoulli(s) per masked channel, from `gen`.
+    ChannelMasks sample(Generator& gen) const;
+
+    void zero_grad() const;   // drops every s.grad
+
+private:
+    std::vector<ScoredLayer> layers_;
+    std::vector<Tensor> s_;   // per layer; undefined when unmasked
+    int64_t n_ = 0;
+};
+
+// The sorted list of indices where a (C) f32 0/1 mask is 1, as a (n_kept) i64 tensor.
+Tensor kept_indices(const Tensor& m);
+
+}  // namespace razor::sparse

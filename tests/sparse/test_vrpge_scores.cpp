@@ -1,0 +1,97 @@
+// tests/sparse/test_vrpge_scores.cpp -- VR-PGE structure parameters and the channel sampler (spec §3, §15.3 item 8).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/core.h"
+#include "sparse/vrpge_scores.h"
+
+using namespace razor;
+using namespace razor::sparse;
+
+namespace {
+void set_values(const Tensor& t, const std::vector<float>& v) {
+    REQUIRE(t.numel() == static_cast<int64_t>(v.size()));
+    std::copy(v.begin(), v.end(), t.data<float>());
+}
+}  // namespace
+
+TEST_CASE("vrpge scores: parameters per masked layer, classifier excluded by flag") {
+    ChannelScores scores({{"conv1", 4, true}, {"layer1.0.conv1", 6, true}, {"fc", 10, false}}, 0.5f);
+    CHECK(scores.num_masked_channels() == 10);
+    CHECK(scores.budget(0.3) == doctest::Approx(3.0));
+    const auto named = scores.named_parameters();
+    REQUIRE(named.size() == 2);
+    CHECK(named[0].first == "conv1.s");
+    CHECK(named[1].first == "layer1.0.conv1.s");
+    CHECK(named[1].second.shape() == Shape{6});
+    CHECK(named[1].second.requires_grad());
+    CHECK(named[1].second.is_leaf());
+    for (float v : named[0].second.to_vector()) CHECK(v == 0.5f);
+    CHECK(!scores.s(2).defined());
+    CHECK(scores.parameters().size() == 2);
+
+    // A 1000-class head is excluded by the flag, whatever its width (no out-channel heuristic).
+    ChannelScores wide({{"features.0", 64, true}, {"classifier", 1000, false}}, 0.25f);
+    CHECK(wide.num_masked_channels() == 64);
+    CHECK(wide.parameters()[0].to_vector()[3] == 0.25f);
+}
+
+TEST_CASE("vrpge scores: bad layer lists and inits throw") {
+    CHECK_THROWS_AS(ChannelScores({{"a", 3, true}, {"a", 4, true}}), Error);
+    CHECK_THROWS_AS(ChannelScores({{"", 3, true}}), Error);
+    CHECK_THROWS_AS(ChannelScores({{"a", 0, true}}), Error);
+    CHECK_THROWS_AS(ChannelScores({{"a", 3, true}}, 1.5f), Error);
+    CHECK_THROWS_AS(ChannelScores({{"a", 3, true}}, -0.1f), Error);
+}
+
+TEST_CASE("vrpge sampler: kept lists are the sorted indices of m; unmasked layers keep everything") {
+    ChannelScores scores({{"c1", 7, true}, {"head", 3, false}}, 0.5f);
+    set_values(scores.s(0), {0.f, 1.f, 0.5f, 0.5f, 1.f, 0.f, 0.3f});
+    Generator gen(11);
+    for (int rep = 0; rep < 20; ++rep) {
+        const ChannelMasks masks = scores.sample(gen);
+        REQUIRE(masks.m.size() == 2);
+        REQUIRE(masks.kept.size() == 2);
+        const auto m = masks.m[0].to_vector();
+        CHECK(m[0] == 0.f);   // s = 0 never keeps
+        CHECK(m[5] == 0.f);
+        CHECK(m[1] == 1.f);   // s = 1 always keeps
+        CHECK(m[4] == 1.f);
+        const Tensor& kept = masks.kept[0];
+        CHECK(kept.dtype() == DType::I64);
+        std::vector<int64_t> expect;
+        for (int64_t c = 0; c < 7; ++c)
+            if (m[c] == 1.f) expect.push_back(c);
+        REQUIRE(kept.numel() == static_cast<int64_t>(expect.size()));
+        for (size_t i = 0; i < expect.size(); ++i) CHECK(kept.data<int64_t>()[i] == expect[i]);
+        for (float v : masks.m[1].to_vector()) CHECK(v == 1.f);
+        REQUIRE(masks.kept[1].numel() == 3);
+        for (int64_t c = 0; c < 3; ++c) CHECK(masks.kept[1].data<int64_t>()[c] == c);
+        CHECK(!masks.m[0].requires_grad());   // the sampler is outside the graph
+    }
+}
+
+TEST_CASE("vrpge sampler: empirical keep rate is s within 5 sigma; passes independent; seed reproduces") {
+    const std::vector<float> s = {0.f, 0.01f, 0.1f, 0.5f, 0.9f, 0.99f, 1.f};
+    ChannelScores scores({{"c", 7, true}}, 0.5f);
+    set_values(scores.s(0), s);
+    const int N = 100000;
+    std::vector<double> ones(7, 0), both(7, 0);
+    Generator gen(2024);
+    for (int it = 0; it < N; ++it) {
+        const ChannelMasks a = scores.sample(gen), b = scores.sample(gen);
+        const float *ma = a.m[0].data<float>(), *mb = b.m[0].data<float>();
+        for (int c = 0; c < 7; ++c) ones[c] += ma[c], both[c] += ma[c] * mb[c];
+    }
+    for (int c = 0; c < 7; ++c) {
+        const double p = s[c], sigma = std::sqrt(p * (1 - p) / N);
+        CHECK(std::fabs(ones[c] / N - p) <= 5 * sigma + 1e-12);
+        // Independent passes: P(m¹ = 1, m² = 1) = s².
+        const double p2 = p * p, sigma2 = std::sqrt(p2 * (1 - p2) / N);
+        CHECK(std::fabs(both[c] / N - p2) <= 5 * sigma2 + 1e-12);
+    }
+    Generator g1(5), g2(5);
+    CHECK(scores.sample(g1).m[0].to_vector() == scores.sample(g2).m[0].to_vector());
+}
