@@ -124,17 +124,29 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& file)
                             "float tensors as float32)"));
         const auto& js = entry["shape"];
         if (!js.is_array() || js.size() > 8) throw Error(fmt(where, ": shape must be an array of at most 8 dims"));
+        // A zero-sized dimension makes the tensor empty whatever the others are (PyTorch writes shape [0, 3] in a
+        // file of a few bytes), so the data-size bound applies to the element count, not to each dimension; the
+        // non-zero dimensions are bounded by 2^62 so that every stride stays an int64.
+        constexpr uint64_t kMaxElementsAnyShape = uint64_t{1} << 62;
         Shape shape;
-        uint64_t numel = 1;
+        uint64_t nonzero = 1;
+        bool empty = false;
         for (const auto& d : js) {
             if (!d.is_number_unsigned()) throw Error(fmt(where, ": shape ", js.dump(), " has a non-integer entry"));
-            uint64_t v = d.get<uint64_t>();
-            if (v > data_size || (v && numel > data_size / v))
-                throw Error(fmt(where, ": shape ", js.dump(), " is larger than the file's data (", data_size,
-                                " bytes)"));
-            numel *= v;
+            const uint64_t v = d.get<uint64_t>();
+            if (v == 0) {
+                empty = true;
+            } else {
+                if (v > kMaxElementsAnyShape || nonzero > kMaxElementsAnyShape / v)
+                    throw Error(fmt(where, ": shape ", js.dump(), " has more than 2^62 elements without its zero "
+                                    "dimensions; hint: the header is corrupt"));
+                nonzero *= v;
+            }
             shape.push_back(static_cast<int64_t>(v));
         }
+        const uint64_t numel = empty ? 0 : nonzero;
+        if (numel > data_size)
+            throw Error(fmt(where, ": shape ", js.dump(), " is larger than the file's data (", data_size, " bytes)"));
         const auto& jo = entry["data_offsets"];
         if (!jo.is_array() || jo.size() != 2 || !jo[0].is_number_unsigned() || !jo[1].is_number_unsigned())
             throw Error(fmt(where, ": data_offsets must be [begin, end]"));

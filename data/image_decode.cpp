@@ -3,6 +3,7 @@
 // stb_image is compiled here, and only here: static (no symbol can clash with another copy, e.g. Debian's libstb.so
 // if something else links it), JPEG and PNG only (less code that parses untrusted bytes). STBI_MAX_DIMENSIONS is
 // stb's own backstop; razor's header check (read_image_info) runs first with its own, lower limit.
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -41,6 +42,47 @@ void check_size(int64_t w, int64_t h, const std::string& source, int64_t max_sid
         throw Error(fmt(source, ": header declares ", w, "x", h, " pixels (width x height); expected 1..", max_side,
                         " on each side; hint: the header is corrupt, or raise ImageDecode.max_side for huge images"));
 }
+
+// Debian 12's stb_image (v2.27) trusts a JPEG Huffman table's 16 code counts: their sum (up to 16 x 255) indexes
+// 257- and 256-entry arrays, so a table declaring more than 256 codes writes past them -- in stbi_info as well as
+// in the decoder, since both read the tables before the frame header. (Upstream stb_image 2.28 added the same check.)
+// razor walks the JPEG's marker segments first and refuses such a table; everything else is left to stb_image.
+void check_jpeg_huffman_tables(const std::string& bytes, const std::string& source) {
+    const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+    const size_t n = bytes.size();
+    if (n < 2 || p[0] != 0xFF || p[1] != 0xD8) return;   // not a JPEG (SOI)
+    size_t at = 2;
+    while (at + 1 < n) {
+        if (p[at] != 0xFF) {   // entropy-coded data after a scan: skip to the next real marker
+            ++at;
+            continue;
+        }
+        const unsigned char m = p[at + 1];
+        if (m == 0xFF || m == 0x00 || (m >= 0xD0 && m <= 0xD7) || m == 0x01 || m == 0xD8) {
+            at += (m == 0xFF) ? 1 : 2;   // fill byte, stuffed 0xFF00, RSTn, TEM, SOI: no length field
+            continue;
+        }
+        if (m == 0xD9 || at + 4 > n) return;   // EOI, or a truncated segment stb_image reports itself
+        const size_t length = (size_t{p[at + 2]} << 8) | p[at + 3];   // includes its own 2 bytes
+        if (m == 0xC4) {
+            // DHT: tables of (class/id byte, 16 counts, that many symbols), read the way stb_image reads them: a
+            // table's 17 header bytes are read even when the segment length says fewer remain, and bytes past the
+            // end of the input read as 0.
+            const auto byte = [&](size_t i) -> size_t { return i < n ? p[i] : 0; };
+            int64_t left = static_cast<int64_t>(length) - 2;
+            for (size_t t = at + 4; left > 0 && t < n;) {
+                size_t codes = 0;
+                for (size_t i = 1; i <= 16; ++i) codes += byte(t + i);
+                if (codes > 256)
+                    throw Error(fmt(source, ": corrupt JPEG: a Huffman table at byte ", t, " declares ", codes,
+                                    " codes; expected at most 256; hint: the file is damaged"));
+                left -= static_cast<int64_t>(17 + codes);
+                t += 17 + codes;
+            }
+        }
+        at += 2 + length;
+    }
+}
 }  // namespace
 
 ImageInfo read_image_info(const std::string& bytes, const std::string& source, int64_t max_side) {
@@ -55,6 +97,7 @@ ImageInfo read_image_info(const std::string& bytes, const std::string& source, i
         };
         check_size(be32(16), be32(20), source, max_side);
     }
+    check_jpeg_huffman_tables(bytes, source);   // before stb_image reads a table (see above)
     if (!stbi_info_from_memory(data, stb_length(bytes, source), &w, &h, &c))
         throw Error(fmt(source, ": not a readable JPEG or PNG header (stb_image: ", stbi_failure_reason(),
                         "); hint: the file is corrupt, empty, or another format"));

@@ -179,3 +179,29 @@ TEST_CASE("image folder: the shared CIFAR-10 JPEG sample, when present") {
     CHECK(mean > 60);
     CHECK(mean < 200);
 }
+
+TEST_CASE("image decode: a JPEG Huffman table with more than 256 codes is refused before stb_image reads it") {
+    // Found by tests/fuzz/fuzz_image (UBSan: index 257 out of bounds for stbi_uc[257] in stbi__build_huffman):
+    // Debian's stb_image 2.27 sums a DHT table's 16 counts (here 16 x 17 = 272) and writes that many entries into
+    // 257- and 256-entry arrays. Minimised input: SOI, then one DHT segment.
+    const std::string table = std::string("\x00", 1) + std::string(16, '\x11');
+    const std::string dht = std::string("\xFF\xD8\xFF\xC4\x00\x13", 6) + table;
+    CHECK_THROWS_WITH_AS(data::read_image_info(dht, "h.jpg"),
+                         Contains("h.jpg: corrupt JPEG: a Huffman table at byte 6 declares 272 codes; expected at most 256"),
+                         Error);
+    CHECK_THROWS_WITH_AS(data::decode_image(dht + std::string(300, '\x01'), "h.jpg", {}), Contains("272 codes"), Error);
+    // stb_image reads a table's 17 header bytes even when the segment length (3 here) says fewer follow.
+    const std::string short_segment = std::string("\xFF\xD8\xFF\xC4\x00\x03", 6) + table;
+    CHECK_THROWS_WITH_AS(data::read_image_info(short_segment, "s.jpg"), Contains("s.jpg: corrupt JPEG"), Error);
+    // A table after fill bytes, an APP0 segment and a second (valid) table is found too.
+    const std::string app0 = std::string("\xFF\xE0\x00\x04\xFF\xC4", 6);   // APP0 whose 2 payload bytes look like DHT
+    const std::string ok_table = std::string("\x00\x01", 2) + std::string(15, '\0') + "\x07";
+    const std::string later = std::string("\xFF\xD8\xFF\xFF", 4) + app0 + std::string("\xFF\xC4\x00\x14", 4) + ok_table +
+                              std::string("\xFF\xC4\x00\x13", 4) + table;
+    CHECK_THROWS_WITH_AS(data::read_image_info(later, "l.jpg"), Contains("at byte 36 declares 272 codes"), Error);
+    // Real JPEGs pass the check (the whole suite decodes them); stb_image's own error for a header without a frame.
+    CHECK_THROWS_WITH_AS(data::read_image_info(std::string("\xFF\xD8\xFF\xC4\x00\x14", 6) + ok_table, "v.jpg"),
+                         Contains("v.jpg: not a readable JPEG or PNG header"), Error);
+    const std::string jpg = test::encode_jpg(test::pattern_image(3, 4, 5, 1), 3, 4, 5);
+    CHECK(data::decode_image(jpg, "ok.jpg", {}).shape() == Shape{3, 4, 5});
+}
