@@ -50,8 +50,11 @@ void check_size(int64_t w, int64_t h, const std::string& source, int64_t max_sid
 void check_jpeg_huffman_tables(const std::string& bytes, const std::string& source) {
     const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
     const size_t n = bytes.size();
-    if (n < 2 || p[0] != 0xFF || p[1] != 0xD8) return;   // not a JPEG (SOI)
-    size_t at = 2;
+    // SOI (FF D8), which stb_image, like every marker, finds after any number of 0xFF fill bytes.
+    size_t at = 0;
+    while (at < n && p[at] == 0xFF) ++at;
+    if (at == 0 || at >= n || p[at] != 0xD8) return;   // not a JPEG
+    ++at;
     while (at + 1 < n) {
         if (p[at] != 0xFF) {   // entropy-coded data after a scan: skip to the next real marker
             ++at;

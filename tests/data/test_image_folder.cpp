@@ -190,6 +190,9 @@ TEST_CASE("image decode: a JPEG Huffman table with more than 256 codes is refuse
                          Contains("h.jpg: corrupt JPEG: a Huffman table at byte 6 declares 272 codes; expected at most 256"),
                          Error);
     CHECK_THROWS_WITH_AS(data::decode_image(dht + std::string(300, '\x01'), "h.jpg", {}), Contains("272 codes"), Error);
+    // stb_image skips 0xFF fill bytes before any marker, SOI included (found by the fuzzer after the first fix).
+    CHECK_THROWS_WITH_AS(data::read_image_info(std::string(40, '\xFF') + dht.substr(1), "f.jpg"),
+                         Contains("f.jpg: corrupt JPEG: a Huffman table at byte 45 declares 272 codes"), Error);
     // stb_image reads a table's 17 header bytes even when the segment length (3 here) says fewer follow.
     const std::string short_segment = std::string("\xFF\xD8\xFF\xC4\x00\x03", 6) + table;
     CHECK_THROWS_WITH_AS(data::read_image_info(short_segment, "s.jpg"), Contains("s.jpg: corrupt JPEG"), Error);
