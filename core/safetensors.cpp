@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <string_view>
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
@@ -92,6 +93,11 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& file)
     if (header_len > kMaxHeaderBytes || header_len > bytes.size() - 8)
         throw Error(fmt(file, ": safetensors header length ", header_len, " exceeds the file (", bytes.size(),
                         " bytes) or the 100 MB limit; hint: the file is truncated or not a safetensors file"));
+    // nlohmann::json stops at a NUL byte as if the input ended there; the format pads the header with spaces only,
+    // so a NUL means the header is damaged (and would otherwise hide whatever follows it).
+    if (const size_t nul = std::string_view(bytes).substr(8, header_len).find('\0'); nul != std::string_view::npos)
+        throw Error(fmt(file, ": safetensors header contains a NUL byte at offset ", 8 + nul,
+                        "; hint: the file is corrupt"));
     nlohmann::json header;
     try {
         header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(header_len));
@@ -175,7 +181,7 @@ SafeTensors load_safetensors(const std::string& path) { return parse_safetensors
 
 std::string serialize_safetensors(const std::map<std::string, Tensor>& tensors,
                                   const std::map<std::string, std::string>& metadata) {
-    nlohmann::ordered_json header;
+    nlohmann::ordered_json header = nlohmann::ordered_json::object();   // "{}" when empty, not "null"
     if (!metadata.empty()) header["__metadata__"] = metadata;
     uint64_t offset = 0;
     std::vector<Tensor> packed;

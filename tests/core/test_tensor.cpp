@@ -87,3 +87,16 @@ TEST_CASE("safetensors: an empty tensor may have dimensions larger than the data
     CHECK_THROWS_WITH_AS(parse_safetensors(std::string(1, char(big.size())) + std::string(7, '\0') + big + "x", "b.st"),
                          Contains("b.st: tensor 'b': shape [2,3] is larger than the file's data (1 bytes)"), Error);
 }
+
+TEST_CASE("safetensors: an empty file round-trips, and a NUL byte in the header is refused (found by fuzzing)") {
+    using doctest::Contains;
+    // serialize_safetensors({}) wrote the header "null", which its own reader refuses; now "{}".
+    SafeTensors empty = parse_safetensors(serialize_safetensors({}), "empty.st");
+    CHECK(empty.tensors.empty());
+    CHECK(empty.metadata.empty());
+    CHECK(parse_safetensors(serialize_safetensors({}, {{"k", "v"}}), "meta.st").metadata.at("k") == "v");
+    // Minimised from fuzz_safetensors: nlohmann::json ends its input at a NUL, so "{}\0<anything>" parsed as {}.
+    const std::string header("{} \0{\"x\":1}   ", 14);
+    CHECK_THROWS_WITH_AS(parse_safetensors(std::string(1, char(header.size())) + std::string(7, '\0') + header, "nul.st"),
+                         Contains("nul.st: safetensors header contains a NUL byte at offset 11"), Error);
+}

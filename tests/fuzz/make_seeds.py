@@ -5,6 +5,8 @@ Seeds are small valid inputs (and a few near-misses) so that libFuzzer starts in
 guessing magic numbers. Plain python3 (no torch, no PIL); the JPEG seeds are encoded by stb_image_write from
 Debian's libstb-dev through a throwaway C program (needs cc). Run from the repository root:
     python3 tests/fuzz/make_seeds.py
+The regress-* files next to the seeds are inputs the fuzzers found (crashes, since fixed), kept as they were found;
+this script leaves them alone, and `bash scripts/fuzz.sh --smoke` replays them with the seeds.
 """
 import gzip
 import json
