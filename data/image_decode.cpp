@@ -86,6 +86,28 @@ void check_jpeg_huffman_tables(const std::string& bytes, const std::string& sour
         at += 2 + length;
     }
 }
+
+// stb_image grows its buffer for a PNG's IDAT chunk to the chunk's declared length before it checks that the bytes
+// are there, so a 150-byte file declaring a 2 GiB IDAT allocates 2 GiB. In a PNG stb_image can decode, every chunk
+// before IEND holds its declared length (a truncated one fails anyway), so razor refuses any chunk that does not.
+void check_png_chunks(const std::string& bytes, const std::string& source) {
+    const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+    const size_t n = bytes.size();
+    for (size_t at = 8; at + 8 <= n;) {   // after the signature: (length, type, data, CRC) chunks
+        const size_t length = (size_t{p[at]} << 24) | (size_t{p[at + 1]} << 16) | (size_t{p[at + 2]} << 8) | p[at + 3];
+        const std::string type(bytes, at + 4, 4);
+        if (length > n - at - 8) {
+            const bool letters = std::all_of(type.begin(), type.end(), [](char ch) {
+                return (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z');
+            });
+            const std::string name = letters ? "'" + type + "'" : std::string("of no valid type");
+            throw Error(fmt(source, ": corrupt PNG: chunk ", name, " at byte ", at, " declares ", length, " bytes, the file "
+                            "holds ", n - at - 8, " after its header; hint: the file is truncated or damaged"));
+        }
+        if (type == "IEND") return;
+        at += 12 + length;
+    }
+}
 }  // namespace
 
 ImageInfo read_image_info(const std::string& bytes, const std::string& source, int64_t max_side) {
@@ -99,6 +121,7 @@ ImageInfo read_image_info(const std::string& bytes, const std::string& source, i
             return (int64_t{data[at]} << 24) | (int64_t{data[at + 1]} << 16) | (int64_t{data[at + 2]} << 8) | data[at + 3];
         };
         check_size(be32(16), be32(20), source, max_side);
+        check_png_chunks(bytes, source);
     }
     check_jpeg_huffman_tables(bytes, source);   // before stb_image reads a table (see above)
     if (!stbi_info_from_memory(data, stb_length(bytes, source), &w, &h, &c))

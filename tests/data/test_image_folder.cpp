@@ -208,3 +208,17 @@ TEST_CASE("image decode: a JPEG Huffman table with more than 256 codes is refuse
     const std::string jpg = test::encode_jpg(test::pattern_image(3, 4, 5, 1), 3, 4, 5);
     CHECK(data::decode_image(jpg, "ok.jpg", {}).shape() == Shape{3, 4, 5});
 }
+
+TEST_CASE("image decode: a PNG chunk longer than the file is refused before stb_image allocates for it") {
+    // Found by tests/fuzz/fuzz_image (libFuzzer out-of-memory: malloc(2147483648) in stbi__parse_png_file): stb_image
+    // grows its IDAT buffer to the declared chunk length before reading the chunk. Minimised: a 2x2 IHDR, then an
+    // IDAT declaring 0x7d000000 bytes.
+    const std::string idat = be32(0x7d000000) + "IDAT" + std::string(16, '\0');
+    CHECK_THROWS_WITH_AS(data::read_image_info(png_header(2, 2) + idat, "big.png"),
+                         Contains("big.png: corrupt PNG: chunk 'IDAT' at byte 33 declares 2097152000 bytes, the file holds 16"),
+                         Error);
+    // A whole PNG passes, and so does one whose IEND has no CRC (stb_image stops reading at IEND).
+    const std::string png = test::encode_png(test::pattern_image(3, 2, 3, 0), 3, 2, 3);
+    CHECK(data::decode_image(png, "ok.png", {}).shape() == Shape{3, 2, 3});
+    CHECK(data::decode_image(png.substr(0, png.size() - 4), "nocrc.png", {}).shape() == Shape{3, 2, 3});
+}
