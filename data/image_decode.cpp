@@ -55,6 +55,8 @@ void check_jpeg_huffman_tables(const std::string& bytes, const std::string& sour
     while (at < n && p[at] == 0xFF) ++at;
     if (at == 0 || at >= n || p[at] != 0xD8) return;   // not a JPEG
     ++at;
+    bool defined[2][4] = {};   // [DC, AC][table id]: set by DHT segments
+    bool progressive = false;  // SOF2: a scan holds either DC or AC coefficients
     while (at + 1 < n) {
         if (p[at] != 0xFF) {   // entropy-coded data after a scan: skip to the next real marker
             ++at;
@@ -79,8 +81,27 @@ void check_jpeg_huffman_tables(const std::string& bytes, const std::string& sour
                 if (codes > 256)
                     throw Error(fmt(source, ": corrupt JPEG: a Huffman table at byte ", t, " declares ", codes,
                                     " codes; expected at most 256; hint: the file is damaged"));
+                if ((byte(t) >> 4) <= 1 && (byte(t) & 15) <= 3) defined[byte(t) >> 4][byte(t) & 15] = true;
                 left -= static_cast<int64_t>(17 + codes);
                 t += 17 + codes;
+            }
+        }
+        if (m == 0xC2) progressive = true;
+        if (m == 0xDA && at + 5 < n) {
+            // SOS: (component, DC table << 4 | AC table) pairs, then Ss, Se, Ah << 4 | Al. stb_image decodes with
+            // whatever memory an undefined table holds (its tables are not zeroed), reading far out of bounds, so
+            // every table the scan uses must have been defined before it.
+            const size_t count = p[at + 4], tail = at + 5 + 2 * count;
+            if (tail + 2 < n) {
+                const int ss = p[tail], ah = p[tail + 2] >> 4;
+                const bool uses_dc = ss == 0 && (!progressive || ah == 0), uses_ac = !progressive || ss > 0;
+                for (size_t c = 0; c < count; ++c) {
+                    const int dc = p[at + 6 + 2 * c] >> 4, ac = p[at + 6 + 2 * c] & 15;
+                    if ((uses_dc && dc <= 3 && !defined[0][dc]) || (uses_ac && ac <= 3 && !defined[1][ac]))
+                        throw Error(fmt(source, ": corrupt JPEG: the scan at byte ", at, " uses Huffman table ",
+                                        uses_dc && dc <= 3 && !defined[0][dc] ? fmt("DC ", dc) : fmt("AC ", ac),
+                                        ", which no DHT segment before it defines; hint: the file is damaged"));
+                }
             }
         }
         at += 2 + length;

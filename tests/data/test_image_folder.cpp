@@ -222,3 +222,21 @@ TEST_CASE("image decode: a PNG chunk longer than the file is refused before stb_
     CHECK(data::decode_image(png, "ok.png", {}).shape() == Shape{3, 2, 3});
     CHECK(data::decode_image(png.substr(0, png.size() - 4), "nocrc.png", {}).shape() == Shape{3, 2, 3});
 }
+
+TEST_CASE("image decode: a JPEG scan using an undefined Huffman table is refused") {
+    // Found by tests/fuzz/fuzz_image (UBSan: index -16710884 out of bounds for stbi_uc[256] in stbi__jpeg_huff_decode):
+    // stb_image's Huffman tables are not zeroed, so a scan using a table no DHT defined decodes with garbage.
+    // Minimised: SOI, SOF (8x8 grey), DHT defining only DC table 0, SOS using DC 0 and AC 0.
+    const std::string sof = std::string("\xFF\xC0\x00\x0B\x08\x00\x08\x00\x08\x01\x01\x11\x00", 13);
+    const std::string dht = std::string("\xFF\xC4\x00\x14\x00\x00\x01", 7) + std::string(14, '\0') + std::string(1, '\0');
+    const std::string sos = std::string("\xFF\xDA\x00\x08\x01\x01\x00\x00\x3F\x00", 10);
+    const std::string soi("\xFF\xD8", 2);
+    CHECK_THROWS_WITH_AS(data::read_image_info(soi + sof + dht + sos + std::string(8, '\x2a'), "u.jpg"),
+                         Contains("u.jpg: corrupt JPEG: the scan at byte 37 uses Huffman table AC 0, which no DHT"), Error);
+    // A progressive DC scan (SOF2, Ss = 0) uses no AC table: the same tables pass the check.
+    std::string progressive_sof = sof;
+    progressive_sof[1] = '\xC2';
+    const data::ImageInfo info = data::read_image_info(soi + progressive_sof + dht + sos + std::string(8, '\x2a'), "p.jpg");
+    CHECK(info.width == 8);
+    CHECK(info.channels == 1);
+}
