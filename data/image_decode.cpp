@@ -46,7 +46,8 @@ void check_size(int64_t w, int64_t h, const std::string& source, int64_t max_sid
 // Debian 12's stb_image (v2.27) trusts a JPEG Huffman table's 16 code counts: their sum (up to 16 x 255) indexes
 // 257- and 256-entry arrays, so a table declaring more than 256 codes writes past them -- in stbi_info as well as
 // in the decoder, since both read the tables before the frame header. (Upstream stb_image 2.28 added the same check.)
-// razor walks the JPEG's marker segments first and refuses such a table; everything else is left to stb_image.
+// razor walks the JPEG's marker segments first and refuses such a table, and a scan that uses a table no DHT defined
+// (see SOS below); everything else is left to stb_image. All three were found by tests/fuzz/fuzz_image.
 void check_jpeg_huffman_tables(const std::string& bytes, const std::string& source) {
     const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
     const size_t n = bytes.size();
