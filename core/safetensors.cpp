@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <string_view>
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
@@ -92,6 +93,11 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& file)
     if (header_len > kMaxHeaderBytes || header_len > bytes.size() - 8)
         throw Error(fmt(file, ": safetensors header length ", header_len, " exceeds the file (", bytes.size(),
                         " bytes) or the 100 MB limit; hint: the file is truncated or not a safetensors file"));
+    // nlohmann::json stops at a NUL byte as if the input ended there; the format pads the header with spaces only,
+    // so a NUL means the header is damaged (and would otherwise hide whatever follows it).
+    if (const size_t nul = std::string_view(bytes).substr(8, header_len).find('\0'); nul != std::string_view::npos)
+        throw Error(fmt(file, ": safetensors header contains a NUL byte at offset ", 8 + nul,
+                        "; hint: the file is corrupt"));
     nlohmann::json header;
     try {
         header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(header_len));
@@ -124,17 +130,29 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& file)
                             "float tensors as float32)"));
         const auto& js = entry["shape"];
         if (!js.is_array() || js.size() > 8) throw Error(fmt(where, ": shape must be an array of at most 8 dims"));
+        // A zero-sized dimension makes the tensor empty whatever the others are (PyTorch writes shape [0, 3] in a
+        // file of a few bytes), so the data-size bound applies to the element count, not to each dimension; the
+        // non-zero dimensions are bounded by 2^62 so that every stride stays an int64.
+        constexpr uint64_t kMaxElementsAnyShape = uint64_t{1} << 62;
         Shape shape;
-        uint64_t numel = 1;
+        uint64_t nonzero = 1;
+        bool empty = false;
         for (const auto& d : js) {
             if (!d.is_number_unsigned()) throw Error(fmt(where, ": shape ", js.dump(), " has a non-integer entry"));
-            uint64_t v = d.get<uint64_t>();
-            if (v > data_size || (v && numel > data_size / v))
-                throw Error(fmt(where, ": shape ", js.dump(), " is larger than the file's data (", data_size,
-                                " bytes)"));
-            numel *= v;
+            const uint64_t v = d.get<uint64_t>();
+            if (v == 0) {
+                empty = true;
+            } else {
+                if (v > kMaxElementsAnyShape || nonzero > kMaxElementsAnyShape / v)
+                    throw Error(fmt(where, ": shape ", js.dump(), " has more than 2^62 elements without its zero "
+                                    "dimensions; hint: the header is corrupt"));
+                nonzero *= v;
+            }
             shape.push_back(static_cast<int64_t>(v));
         }
+        const uint64_t numel = empty ? 0 : nonzero;
+        if (numel > data_size)
+            throw Error(fmt(where, ": shape ", js.dump(), " is larger than the file's data (", data_size, " bytes)"));
         const auto& jo = entry["data_offsets"];
         if (!jo.is_array() || jo.size() != 2 || !jo[0].is_number_unsigned() || !jo[1].is_number_unsigned())
             throw Error(fmt(where, ": data_offsets must be [begin, end]"));
@@ -163,7 +181,7 @@ SafeTensors load_safetensors(const std::string& path) { return parse_safetensors
 
 std::string serialize_safetensors(const std::map<std::string, Tensor>& tensors,
                                   const std::map<std::string, std::string>& metadata) {
-    nlohmann::ordered_json header;
+    nlohmann::ordered_json header = nlohmann::ordered_json::object();   // "{}" when empty, not "null"
     if (!metadata.empty()) header["__metadata__"] = metadata;
     uint64_t offset = 0;
     std::vector<Tensor> packed;

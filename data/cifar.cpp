@@ -73,9 +73,62 @@ std::vector<std::string> class_names(const std::string& path, const std::vector<
 
 }  // namespace
 
-ImageDataset read_cifar_files(const std::vector<std::string>& paths, const CifarRecords& layout) {
+namespace {
+
+int64_t label_bytes_of(const CifarRecords& layout) {
     const int64_t label_bytes = static_cast<int64_t>(layout.label_classes.size());
     RAZOR_CHECK(layout.label_index >= 0 && layout.label_index < label_bytes) << "label byte " << layout.label_index;
+    return label_bytes;
+}
+
+// Records in a file of `bytes` bytes; throws naming `source` unless it holds a non-zero number of whole records.
+int64_t record_count(int64_t bytes, const std::string& source, int64_t label_bytes) {
+    const int64_t record = label_bytes + kCifarImageBytes;
+    if (bytes == 0) throw Error(fmt(source, ": empty file; expected records of ", record, " bytes"));
+    if (bytes % record != 0) {
+        const int64_t other = label_bytes == 1 ? record + 1 : record - 1;
+        const std::string hint = bytes % other == 0
+            ? fmt("its size is a multiple of ", other, ": is this a ", label_bytes == 1 ? "CIFAR-100" : "CIFAR-10", " file?")
+            : std::string("the file is damaged or incompletely downloaded; fetch it again");
+        throw Error(fmt(source, ": truncated: ", bytes, " bytes is not a multiple of ", record, " (one record = ",
+                        label_bytes, " label byte", label_bytes > 1 ? "s" : "", " + ",
+                        kCifarImageBytes, " pixel bytes); hint: ", hint));
+    }
+    return bytes / record;
+}
+
+// Empty (N, 3, 32, 32) images and (N) labels for `total` records.
+ImageDataset allocate(int64_t total, const CifarRecords& layout) {
+    ImageDataset ds;
+    ds.num_classes = layout.label_classes[layout.label_index];
+    ds.images = Tensor::empty({total, 3, 32, 32}, DType::U8);   // (N, C, H, W)
+    ds.labels = Tensor::empty({total}, DType::I64);             // (N)
+    return ds;
+}
+
+// Checks the labels of `n` records in `buffer` (record `first` of `source` is the first) and stores them at `row`.
+void store_records(const uint8_t* buffer, int64_t n, int64_t first, const std::string& source,
+                   const CifarRecords& layout, ImageDataset& ds, int64_t row) {
+    const int64_t label_bytes = static_cast<int64_t>(layout.label_classes.size());
+    const int64_t record = label_bytes + kCifarImageBytes;
+    uint8_t* images = ds.images.data<uint8_t>();
+    int64_t* labels = ds.labels.i64();
+    for (int64_t r = 0; r < n; ++r, ++row) {
+        const uint8_t* rec = buffer + r * record;
+        for (int64_t b = 0; b < label_bytes; ++b)
+            if (rec[b] >= layout.label_classes[b])
+                throw Error(fmt(source, ": label ", int(rec[b]), " in record ", first + r, " (byte offset ",
+                                (first + r) * record + b, ") is out of range; expected 0..",
+                                layout.label_classes[b] - 1, "; hint: the file is damaged, or not this dataset"));
+        labels[row] = rec[layout.label_index];
+        std::memcpy(images + row * kCifarImageBytes, rec + label_bytes, kCifarImageBytes);
+    }
+}
+
+}  // namespace
+
+ImageDataset read_cifar_files(const std::vector<std::string>& paths, const CifarRecords& layout) {
+    const int64_t label_bytes = label_bytes_of(layout);
     const int64_t record = label_bytes + kCifarImageBytes;
     // Sizes first: nothing is allocated or read until every file is known to hold whole records.
     std::vector<int64_t> counts;
@@ -84,25 +137,10 @@ ImageDataset read_cifar_files(const std::vector<std::string>& paths, const Cifar
         std::error_code ec;
         const auto bytes = static_cast<int64_t>(fs::file_size(p, ec));
         if (ec) throw Error(fmt(p, ": cannot read its size (", ec.message(), "); hint: check the path"));
-        if (bytes == 0) throw Error(fmt(p, ": empty file; expected records of ", record, " bytes"));
-        if (bytes % record != 0) {
-            const int64_t other = label_bytes == 1 ? record + 1 : record - 1;
-            const std::string hint = bytes % other == 0
-                ? fmt("its size is a multiple of ", other, ": is this a ", label_bytes == 1 ? "CIFAR-100" : "CIFAR-10", " file?")
-                : std::string("the file is damaged or incompletely downloaded; fetch it again");
-            throw Error(fmt(p, ": truncated: ", bytes, " bytes is not a multiple of ", record, " (one record = ",
-                            label_bytes, " label byte", label_bytes > 1 ? "s" : "", " + ",
-                            kCifarImageBytes, " pixel bytes); hint: ", hint));
-        }
-        counts.push_back(bytes / record);
-        total += bytes / record;
+        counts.push_back(record_count(bytes, p, label_bytes));
+        total += counts.back();
     }
-    ImageDataset ds;
-    ds.num_classes = layout.label_classes[layout.label_index];
-    ds.images = Tensor::empty({total, 3, 32, 32}, DType::U8);   // (N, C, H, W)
-    ds.labels = Tensor::empty({total}, DType::I64);             // (N)
-    uint8_t* images = ds.images.data<uint8_t>();
-    int64_t* labels = ds.labels.i64();
+    ImageDataset ds = allocate(total, layout);
     constexpr int64_t kChunk = 1024;   // records per read: a 3 MiB buffer instead of a copy of the whole file
     std::vector<uint8_t> buffer(kChunk * record);
     int64_t row = 0;
@@ -114,19 +152,17 @@ ImageDataset read_cifar_files(const std::vector<std::string>& paths, const Cifar
             if (static_cast<int64_t>(std::fread(buffer.data(), 1, n * record, file.get())) != n * record)
                 throw Error(fmt(paths[f], ": read failed at record ", first, " (", std::strerror(errno),
                                 "); hint: the file changed while being read, or the disk is failing"));
-            for (int64_t r = 0; r < n; ++r) {
-                const uint8_t* rec = buffer.data() + r * record;
-                for (int64_t b = 0; b < label_bytes; ++b)
-                    if (rec[b] >= layout.label_classes[b])
-                        throw Error(fmt(paths[f], ": label ", int(rec[b]), " in record ", first + r, " (byte offset ",
-                                        (first + r) * record + b, ") is out of range; expected 0..",
-                                        layout.label_classes[b] - 1, "; hint: the file is damaged, or not this dataset"));
-                labels[row] = rec[layout.label_index];
-                std::memcpy(images + row * kCifarImageBytes, rec + label_bytes, kCifarImageBytes);
-                ++row;
-            }
+            store_records(buffer.data(), n, first, paths[f], layout, ds, row);
+            row += n;
         }
     }
+    return ds;
+}
+
+ImageDataset parse_cifar_records(const std::string& bytes, const std::string& source, const CifarRecords& layout) {
+    const int64_t count = record_count(static_cast<int64_t>(bytes.size()), source, label_bytes_of(layout));
+    ImageDataset ds = allocate(count, layout);
+    store_records(reinterpret_cast<const uint8_t*>(bytes.data()), count, 0, source, layout, ds, 0);
     return ds;
 }
 

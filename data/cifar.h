@@ -38,6 +38,8 @@ struct CifarRecords {
     int64_t label_index = 0;
 };
 ImageDataset read_cifar_files(const std::vector<std::string>& paths, const CifarRecords& layout);
+// The same checks and result for one file's bytes already in memory; `source` names them in errors.
+ImageDataset parse_cifar_records(const std::string& bytes, const std::string& source, const CifarRecords& layout);
 
 constexpr int64_t kCifarImageBytes = 3 * 32 * 32;
 

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <memory>
 
 #include "core/check.h"
@@ -14,19 +15,31 @@ namespace {
 
 constexpr int64_t kMaxElements = int64_t{1} << 30;
 
-// A gzip-or-plain byte stream (zlib's gzread passes plain files through unchanged).
-class ByteStream {
+// Where the parser's bytes come from: a file (plain or gzip) or memory (plain or gzip).
+class ByteSource {
 public:
-    explicit ByteStream(const std::string& path) : path_(path), file_(gzopen(path.c_str(), "rb")) {
+    virtual ~ByteSource() = default;
+    // Reads up to n bytes; returns how many were read (fewer only at the end). Throws on a corrupt gzip stream.
+    virtual int64_t read(void* dst, int64_t n) = 0;
+    // An upper bound on the bytes still to come, so a header declaring more than the input can hold is refused
+    // before the allocation it would drive (files: unknown, INT64_MAX).
+    virtual int64_t max_remaining() const { return std::numeric_limits<int64_t>::max(); }
+};
+
+// A gzip-or-plain file (zlib's gzread passes plain files through unchanged).
+class FileSource : public ByteSource {
+public:
+    explicit FileSource(const std::string& path) : path_(path), file_(gzopen(path.c_str(), "rb")) {
         if (!file_)
             throw Error(fmt(path, ": cannot open (", std::strerror(errno), "); hint: check the path, or install "
                             "Debian's dataset-fashion-mnist (bash scripts/setup.sh does)"));
     }
-    ~ByteStream() {
+    ~FileSource() override {
         if (file_) gzclose(file_);
     }
-    // Reads up to n bytes; returns how many were read. Throws on a corrupt gzip stream.
-    int64_t read(void* dst, int64_t n) {
+    FileSource(const FileSource&) = delete;
+    FileSource& operator=(const FileSource&) = delete;
+    int64_t read(void* dst, int64_t n) override {
         int64_t done = 0;
         while (done < n) {
             const unsigned chunk = static_cast<unsigned>(std::min<int64_t>(n - done, 1 << 30));
@@ -47,10 +60,67 @@ private:
     gzFile file_;
 };
 
-}  // namespace
+// Bytes in memory, inflated on the fly when they start with the gzip magic 1f 8b (like gzread: members
+// concatenated one after another are read as one stream; anything else after a member ends the stream).
+class MemorySource : public ByteSource {
+public:
+    MemorySource(const std::string& bytes, const std::string& source) : bytes_(bytes), source_(source) {
+        gzip_ = bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
+                static_cast<unsigned char>(bytes[1]) == 0x8b;
+        if (gzip_) {
+            if (inflateInit2(&zs_, 15 + 16) != Z_OK) throw Error(fmt(source, ": zlib inflateInit2 failed"));
+            zs_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+            zs_.avail_in = static_cast<uInt>(std::min<size_t>(bytes.size(), 1u << 30));
+        }
+    }
+    int64_t max_remaining() const override {
+        // deflate expands at most 1032:1 (zlib's own bound); +64 KiB covers what inflate already holds back
+        if (gzip_) return ended_ ? 0 : static_cast<int64_t>(zs_.avail_in) * 1032 + (int64_t{1} << 16);
+        return static_cast<int64_t>(bytes_.size() - pos_);
+    }
+    ~MemorySource() override {
+        if (gzip_) inflateEnd(&zs_);
+    }
+    MemorySource(const MemorySource&) = delete;
+    MemorySource& operator=(const MemorySource&) = delete;
+    int64_t read(void* dst, int64_t n) override {
+        if (!gzip_) {
+            const int64_t got = std::min<int64_t>(n, static_cast<int64_t>(bytes_.size() - pos_));
+            std::memcpy(dst, bytes_.data() + pos_, static_cast<size_t>(got));
+            pos_ += static_cast<size_t>(got);
+            return got;
+        }
+        int64_t done = 0;
+        while (done < n && !ended_) {
+            zs_.next_out = static_cast<Bytef*>(dst) + done;
+            zs_.avail_out = static_cast<uInt>(std::min<int64_t>(n - done, 1 << 30));
+            const uInt before = zs_.avail_out;
+            const int rc = inflate(&zs_, Z_NO_FLUSH);
+            done += before - zs_.avail_out;
+            if (rc == Z_STREAM_END) {
+                // Another gzip member follows: keep reading; otherwise the stream is over.
+                const bool more = zs_.avail_in >= 2 && zs_.next_in[0] == 0x1f && zs_.next_in[1] == 0x8b;
+                if (!more || inflateReset(&zs_) != Z_OK) ended_ = true;
+            } else if (rc == Z_BUF_ERROR && zs_.avail_in == 0) {
+                throw Error(fmt(source_, ": corrupt gzip data (unexpected end of file); hint: the file is truncated"));
+            } else if (rc != Z_OK) {
+                throw Error(fmt(source_, ": corrupt gzip data (", zs_.msg ? zs_.msg : "zlib error ", zs_.msg ? "" : std::to_string(rc),
+                                "); hint: the file is damaged, re-install or re-download it"));
+            }
+        }
+        return done;
+    }
 
-Tensor read_idx(const std::string& path) {
-    ByteStream in(path);
+private:
+    const std::string& bytes_;
+    std::string source_;
+    size_t pos_ = 0;
+    bool gzip_ = false, ended_ = false;
+    z_stream zs_{};
+};
+
+// The IDX parser proper: every header field is checked before it drives the one allocation.
+Tensor parse_idx_stream(ByteSource& in, const std::string& path) {
     unsigned char magic[4];
     if (in.read(magic, 4) != 4)
         throw Error(fmt(path, ": not an IDX file: shorter than its 4-byte magic; hint: the file is truncated"));
@@ -74,6 +144,9 @@ Tensor read_idx(const std::string& path) {
         numel *= size;
         shape.push_back(size);
     }
+    if (numel > in.max_remaining())
+        throw Error(fmt(path, ": IDX data truncated: the header declares ", shape_str(shape), " = ", numel,
+                        " bytes, the input holds at most ", in.max_remaining(), "; hint: the file is damaged"));
     Tensor out = Tensor::empty(shape, DType::U8);
     const int64_t got = in.read(out.data<uint8_t>(), numel);
     if (got != numel)
@@ -83,6 +156,18 @@ Tensor read_idx(const std::string& path) {
     if (in.read(&extra, 1) != 0)
         throw Error(fmt(path, ": IDX file is longer than its header declares ", shape_str(shape), "; hint: wrong file?"));
     return out;
+}
+
+}  // namespace
+
+Tensor read_idx(const std::string& path) {
+    FileSource in(path);
+    return parse_idx_stream(in, path);
+}
+
+Tensor parse_idx(const std::string& bytes, const std::string& source) {
+    MemorySource in(bytes, source);
+    return parse_idx_stream(in, source);
 }
 
 ImageDataset load_fashion_mnist(const std::string& dir, bool train) {

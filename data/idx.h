@@ -16,6 +16,9 @@ namespace razor::data {
 
 // Reads an IDX file of unsigned bytes (".gz" is decompressed on the fly) into a U8 tensor of the declared shape.
 Tensor read_idx(const std::string& path);
+// The same from bytes already in memory (gzip data, starting 1f 8b, is decompressed); `source` names them in errors.
+// read_idx and parse_idx share one parser, so fuzzing parse_idx covers the file reader too.
+Tensor parse_idx(const std::string& bytes, const std::string& source);
 
 // Fashion-MNIST from Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist) or another folder holding
 // {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]. Images come back as (N, 1, 28, 28).

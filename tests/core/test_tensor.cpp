@@ -66,3 +66,37 @@ TEST_CASE("safetensors: round trip, and corrupt files give errors that name the 
                          doctest::Contains("/nonexistent/file.safetensors: cannot open"), Error);
     ::unlink(path.c_str());
 }
+
+TEST_CASE("safetensors: an empty tensor may have dimensions larger than the data section (found by fuzzing)") {
+    using doctest::Contains;
+    // Minimised from fuzz_safetensors: shape [0, 3] F32 next to one U8 byte. The reader used to bound every
+    // dimension by the data size (1 byte here) and refused this valid file, which PyTorch writes and reads.
+    const std::string header = R"({"e":{"dtype":"F32","shape":[0,3],"data_offsets":[0,0]},)"
+                               R"("s":{"dtype":"U8","shape":[],"data_offsets":[0,1]}})";
+    const std::string file = std::string(1, char(header.size())) + std::string(7, '\0') + header + "\x05";
+    SafeTensors st = parse_safetensors(file, "empty.st");
+    CHECK(st.tensors.at("e").shape() == Shape{0, 3});
+    CHECK(st.tensors.at("s").data<uint8_t>()[0] == 5);
+    CHECK(parse_safetensors(serialize_safetensors(st.tensors), "rt").tensors.at("e").shape() == Shape{0, 3});
+    // Dimensions whose product (without the zeros) passes 2^62 are refused, so no stride can overflow int64 ...
+    const std::string huge = R"({"h":{"dtype":"U8","shape":[0,4611686018427387904,2],"data_offsets":[0,0]}})";
+    CHECK_THROWS_WITH_AS(parse_safetensors(std::string(1, char(huge.size())) + std::string(7, '\0') + huge, "h.st"),
+                         Contains("h.st: tensor 'h': shape [0,4611686018427387904,2] has more than 2^62 elements"), Error);
+    // ... and a non-empty tensor still needs its bytes.
+    const std::string big = R"({"b":{"dtype":"U8","shape":[2,3],"data_offsets":[0,1]}})";
+    CHECK_THROWS_WITH_AS(parse_safetensors(std::string(1, char(big.size())) + std::string(7, '\0') + big + "x", "b.st"),
+                         Contains("b.st: tensor 'b': shape [2,3] is larger than the file's data (1 bytes)"), Error);
+}
+
+TEST_CASE("safetensors: an empty file round-trips, and a NUL byte in the header is refused (found by fuzzing)") {
+    using doctest::Contains;
+    // serialize_safetensors({}) wrote the header "null", which its own reader refuses; now "{}".
+    SafeTensors empty = parse_safetensors(serialize_safetensors({}), "empty.st");
+    CHECK(empty.tensors.empty());
+    CHECK(empty.metadata.empty());
+    CHECK(parse_safetensors(serialize_safetensors({}, {{"k", "v"}}), "meta.st").metadata.at("k") == "v");
+    // Minimised from fuzz_safetensors: nlohmann::json ends its input at a NUL, so "{}\0<anything>" parsed as {}.
+    const std::string header("{} \0{\"x\":1}   ", 14);
+    CHECK_THROWS_WITH_AS(parse_safetensors(std::string(1, char(header.size())) + std::string(7, '\0') + header, "nul.st"),
+                         Contains("nul.st: safetensors header contains a NUL byte at offset 11"), Error);
+}

@@ -158,3 +158,18 @@ TEST_CASE("CIFAR-10: the shared copy, when present") {
     CHECK(train.size() == 50000);
     CHECK(data::class_counts(train) == std::vector<int64_t>(10, 5000));
 }
+
+TEST_CASE("CIFAR: parse_cifar_records reads one file's bytes with the same checks as the file reader") {
+    data::ImageDataset ds = data::parse_cifar_records(records({4, 7}), "mem.bin", {});
+    CHECK(ds.labels.to_vector_i64() == std::vector<int64_t>{4, 7});
+    CHECK(ds.images.shape() == Shape{2, 3, 32, 32});
+    CHECK(ds.images.data<uint8_t>()[3072 + 5] == (1 + 5) % 256);
+    data::ImageDataset fine = data::parse_cifar_records(records({5, 99}, 2), "mem100.bin", {{20, 100}, 1});
+    CHECK(fine.labels.to_vector_i64() == std::vector<int64_t>{5, 99});
+    CHECK(fine.num_classes == 100);
+    CHECK_THROWS_WITH_AS(data::parse_cifar_records("", "e.bin", {}), Contains("e.bin: empty file"), Error);
+    CHECK_THROWS_WITH_AS(data::parse_cifar_records(records({1}) + "x", "t.bin", {}),
+                         Contains("t.bin: truncated: 3074 bytes is not a multiple of 3073"), Error);
+    CHECK_THROWS_WITH_AS(data::parse_cifar_records(records({1, 12}), "l.bin", {}),
+                         Contains("l.bin: label 12 in record 1 (byte offset 3073) is out of range; expected 0..9"), Error);
+}

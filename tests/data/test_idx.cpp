@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/safetensors.h"   // read_file
 #include "data/batch.h"
 #include "data/idx.h"
 #include "support/gradcheck.h"
@@ -67,4 +68,32 @@ TEST_CASE("IDX: Fashion-MNIST from Debian, when installed") {
     data::Batch b = data::make_batch(test, order, 0, 4, {0.2860f}, {0.3530f});
     CHECK(b.images.shape() == Shape{4, 1, 28, 28});
     CHECK(b.labels.i64()[0] == 9);   // the first Fashion-MNIST test image is an ankle boot
+}
+
+TEST_CASE("IDX: parse_idx reads bytes in memory, plain or gzip, like read_idx reads files") {
+    using doctest::Contains;
+    const std::string bytes = idx_header({2, 3}) + std::string("\x01\x02\x03\x04\x05\x06", 6);
+    const std::string path = write_bytes("mem.gz", bytes, true);
+    const std::string gz = read_file(path);
+    REQUIRE(gz.size() > 2);
+    for (const std::string& in : {bytes, gz}) {
+        Tensor t = data::parse_idx(in, "mem");
+        CHECK(t.shape() == Shape{2, 3});
+        CHECK(t.data<uint8_t>()[5] == 6);
+    }
+    // Two gzip members one after the other are one stream (as gzread reads them); trailing non-gzip bytes end it.
+    const std::string gz_head = read_file(write_bytes("head.gz", bytes.substr(0, 7), true));
+    const std::string gz_tail = read_file(write_bytes("tail.gz", bytes.substr(7), true));
+    CHECK(data::parse_idx(gz_head + gz_tail, "two").shape() == Shape{2, 3});
+    CHECK(data::parse_idx(gz + "junk", "trailing").shape() == Shape{2, 3});
+    // A header declaring more data than the input can hold is refused before the allocation it would drive.
+    CHECK_THROWS_WITH_AS(data::parse_idx(idx_header({1 << 14, 1 << 14}), "big"),
+                         Contains("big: IDX data truncated: the header declares (16384, 16384) = 268435456 bytes, "
+                                  "the input holds at most 0"), Error);
+    CHECK_THROWS_WITH_AS(data::parse_idx(gz.substr(0, gz.size() - 6), "cut.gz"), Contains("cut.gz: corrupt gzip data"),
+                         Error);
+    std::string bad_crc = gz;
+    bad_crc[bad_crc.size() - 5] ^= 0x55;
+    CHECK_THROWS_WITH_AS(data::parse_idx(bad_crc, "crc.gz"), Contains("crc.gz: corrupt gzip data"), Error);
+    CHECK_THROWS_WITH_AS(data::parse_idx("", "empty"), Contains("empty: not an IDX file"), Error);
 }

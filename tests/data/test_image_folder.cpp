@@ -179,3 +179,64 @@ TEST_CASE("image folder: the shared CIFAR-10 JPEG sample, when present") {
     CHECK(mean > 60);
     CHECK(mean < 200);
 }
+
+TEST_CASE("image decode: a JPEG Huffman table with more than 256 codes is refused before stb_image reads it") {
+    // Found by tests/fuzz/fuzz_image (UBSan: index 257 out of bounds for stbi_uc[257] in stbi__build_huffman):
+    // Debian's stb_image 2.27 sums a DHT table's 16 counts (here 16 x 17 = 272) and writes that many entries into
+    // 257- and 256-entry arrays. Minimised input: SOI, then one DHT segment.
+    const std::string table = std::string("\x00", 1) + std::string(16, '\x11');
+    const std::string dht = std::string("\xFF\xD8\xFF\xC4\x00\x13", 6) + table;
+    CHECK_THROWS_WITH_AS(data::read_image_info(dht, "h.jpg"),
+                         Contains("h.jpg: corrupt JPEG: a Huffman table at byte 6 declares 272 codes; expected at most 256"),
+                         Error);
+    CHECK_THROWS_WITH_AS(data::decode_image(dht + std::string(300, '\x01'), "h.jpg", {}), Contains("272 codes"), Error);
+    // stb_image skips 0xFF fill bytes before any marker, SOI included (found by the fuzzer after the first fix).
+    CHECK_THROWS_WITH_AS(data::read_image_info(std::string(40, '\xFF') + dht.substr(1), "f.jpg"),
+                         Contains("f.jpg: corrupt JPEG: a Huffman table at byte 45 declares 272 codes"), Error);
+    // stb_image reads a table's 17 header bytes even when the segment length (3 here) says fewer follow.
+    const std::string short_segment = std::string("\xFF\xD8\xFF\xC4\x00\x03", 6) + table;
+    CHECK_THROWS_WITH_AS(data::read_image_info(short_segment, "s.jpg"), Contains("s.jpg: corrupt JPEG"), Error);
+    // A table after fill bytes, an APP0 segment and a second (valid) table is found too.
+    const std::string app0 = std::string("\xFF\xE0\x00\x04\xFF\xC4", 6);   // APP0 whose 2 payload bytes look like DHT
+    const std::string ok_table = std::string("\x00\x01", 2) + std::string(15, '\0') + "\x07";
+    const std::string later = std::string("\xFF\xD8\xFF\xFF", 4) + app0 + std::string("\xFF\xC4\x00\x14", 4) + ok_table +
+                              std::string("\xFF\xC4\x00\x13", 4) + table;
+    CHECK_THROWS_WITH_AS(data::read_image_info(later, "l.jpg"), Contains("at byte 36 declares 272 codes"), Error);
+    // Real JPEGs pass the check (the whole suite decodes them); stb_image's own error for a header without a frame.
+    CHECK_THROWS_WITH_AS(data::read_image_info(std::string("\xFF\xD8\xFF\xC4\x00\x14", 6) + ok_table, "v.jpg"),
+                         Contains("v.jpg: not a readable JPEG or PNG header"), Error);
+    const std::string jpg = test::encode_jpg(test::pattern_image(3, 4, 5, 1), 3, 4, 5);
+    CHECK(data::decode_image(jpg, "ok.jpg", {}).shape() == Shape{3, 4, 5});
+}
+
+TEST_CASE("image decode: a PNG chunk longer than the file is refused before stb_image allocates for it") {
+    // Found by tests/fuzz/fuzz_image (libFuzzer out-of-memory: malloc(2147483648) in stbi__parse_png_file): stb_image
+    // grows its IDAT buffer to the declared chunk length before reading the chunk. Minimised: a 2x2 IHDR, then an
+    // IDAT declaring 0x7d000000 bytes.
+    const std::string idat = be32(0x7d000000) + "IDAT" + std::string(16, '\0');
+    CHECK_THROWS_WITH_AS(data::read_image_info(png_header(2, 2) + idat, "big.png"),
+                         Contains("big.png: corrupt PNG: chunk 'IDAT' at byte 33 declares 2097152000 bytes, the file holds 16"),
+                         Error);
+    // A whole PNG passes, and so does one whose IEND has no CRC (stb_image stops reading at IEND).
+    const std::string png = test::encode_png(test::pattern_image(3, 2, 3, 0), 3, 2, 3);
+    CHECK(data::decode_image(png, "ok.png", {}).shape() == Shape{3, 2, 3});
+    CHECK(data::decode_image(png.substr(0, png.size() - 4), "nocrc.png", {}).shape() == Shape{3, 2, 3});
+}
+
+TEST_CASE("image decode: a JPEG scan using an undefined Huffman table is refused") {
+    // Found by tests/fuzz/fuzz_image (UBSan: index -16710884 out of bounds for stbi_uc[256] in stbi__jpeg_huff_decode):
+    // stb_image's Huffman tables are not zeroed, so a scan using a table no DHT defined decodes with garbage.
+    // Minimised: SOI, SOF (8x8 grey), DHT defining only DC table 0, SOS using DC 0 and AC 0.
+    const std::string sof = std::string("\xFF\xC0\x00\x0B\x08\x00\x08\x00\x08\x01\x01\x11\x00", 13);
+    const std::string dht = std::string("\xFF\xC4\x00\x14\x00\x00\x01", 7) + std::string(14, '\0') + std::string(1, '\0');
+    const std::string sos = std::string("\xFF\xDA\x00\x08\x01\x01\x00\x00\x3F\x00", 10);
+    const std::string soi("\xFF\xD8", 2);
+    CHECK_THROWS_WITH_AS(data::read_image_info(soi + sof + dht + sos + std::string(8, '\x2a'), "u.jpg"),
+                         Contains("u.jpg: corrupt JPEG: the scan at byte 37 uses Huffman table AC 0, which no DHT"), Error);
+    // A progressive DC scan (SOF2, Ss = 0) uses no AC table: the same tables pass the check.
+    std::string progressive_sof = sof;
+    progressive_sof[1] = '\xC2';
+    const data::ImageInfo info = data::read_image_info(soi + progressive_sof + dht + sos + std::string(8, '\x2a'), "p.jpg");
+    CHECK(info.width == 8);
+    CHECK(info.channels == 1);
+}
