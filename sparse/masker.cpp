@@ -224,6 +224,20 @@ SampleThreshold select_threshold(const float* x, int64_t n, int64_t c, TieMode m
     return t;
 }
 
+#if RAZOR_MASKER_AVX512
+// The lanes of one 16-float chunk that stay: |x| above the threshold key, plus the lowest-index ties while the
+// sample still has ties to keep (shared by the f32 and f16 packers).
+static inline __mmask16 keep_lanes(__m512 v, __mmask16 valid, __m512i abs_mask, __m512i thr, int64_t& ties_left) {
+    const __m512i key = _mm512_and_si512(_mm512_castps_si512(v), abs_mask);
+    __mmask16 keep = _mm512_mask_cmpgt_epu32_mask(valid, key, thr);
+    if (ties_left > 0) {
+        unsigned eq = _mm512_mask_cmpeq_epu32_mask(valid, key, thr);
+        for (; eq && ties_left > 0; eq &= eq - 1, --ties_left) keep |= static_cast<__mmask16>(eq & -eq);
+    }
+    return keep;
+}
+#endif
+
 int64_t pack_sample_f32(const float* x, int64_t n, const SampleThreshold& t, uint64_t* bits, float* values,
                         bool portable) {
     const uint32_t threshold = t.key;
@@ -238,12 +252,7 @@ int64_t pack_sample_f32(const float* x, int64_t n, const SampleThreshold& t, uin
                 const int64_t base = w * 64 + j;
                 const __mmask16 valid = valid_lanes(n - base);
                 const __m512 v = _mm512_maskz_loadu_ps(valid, x + base);
-                const __m512i key = _mm512_and_si512(_mm512_castps_si512(v), abs_mask);
-                __mmask16 keep = _mm512_mask_cmpgt_epu32_mask(valid, key, thr);
-                if (ties_left > 0) {   // the lowest-index ties first
-                    unsigned eq = _mm512_mask_cmpeq_epu32_mask(valid, key, thr);
-                    for (; eq && ties_left > 0; eq &= eq - 1, --ties_left) keep |= static_cast<__mmask16>(eq & -eq);
-                }
+                const __mmask16 keep = keep_lanes(v, valid, abs_mask, thr, ties_left);
                 const int cnt = std::popcount(static_cast<unsigned>(keep));
                 _mm512_mask_storeu_ps(values + out, low_lanes(cnt), _mm512_maskz_compress_ps(keep, v));
                 out += cnt;
@@ -278,12 +287,7 @@ int64_t pack_sample_f16(const float* x, int64_t n, const SampleThreshold& t, uin
                 const int64_t base = w * 64 + j;
                 const __mmask16 valid = valid_lanes(n - base);
                 const __m512 v = _mm512_maskz_loadu_ps(valid, x + base);
-                const __m512i key = _mm512_and_si512(_mm512_castps_si512(v), abs_mask);
-                __mmask16 keep = _mm512_mask_cmpgt_epu32_mask(valid, key, thr);
-                if (ties_left > 0) {
-                    unsigned eq = _mm512_mask_cmpeq_epu32_mask(valid, key, thr);
-                    for (; eq && ties_left > 0; eq &= eq - 1, --ties_left) keep |= static_cast<__mmask16>(eq & -eq);
-                }
+                const __mmask16 keep = keep_lanes(v, valid, abs_mask, thr, ties_left);
                 const int cnt = std::popcount(static_cast<unsigned>(keep));
                 const __m256i h = _mm512_cvtps_ph(_mm512_maskz_compress_ps(keep, v), _MM_FROUND_TO_NEAREST_INT);
                 _mm256_mask_storeu_epi16(values + out, low_lanes(cnt), h);
