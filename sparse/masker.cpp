@@ -238,8 +238,11 @@ static inline __mmask16 keep_lanes(__m512 v, __mmask16 valid, __m512i abs_mask, 
 }
 #endif
 
-int64_t pack_sample_f32(const float* x, int64_t n, const SampleThreshold& t, uint64_t* bits, float* values,
-                        bool portable) {
+// The one select-and-pack loop behind both value formats. `store_chunk(dst, keep, v, cnt)` writes the `cnt` kept
+// lanes of a 16-float AVX-512 chunk at dst; `store_value(x)` converts one kept value on the portable path.
+template <class V, class StoreChunk, class StoreValue>
+int64_t pack_sample(const float* x, int64_t n, const SampleThreshold& t, uint64_t* bits, V* values, bool portable,
+                    StoreChunk store_chunk, StoreValue store_value) {
     const uint32_t threshold = t.key;
     int64_t ties_left = t.ties, out = 0;
     const int64_t words = (n + 63) / 64;
@@ -254,7 +257,7 @@ int64_t pack_sample_f32(const float* x, int64_t n, const SampleThreshold& t, uin
                 const __m512 v = _mm512_maskz_loadu_ps(valid, x + base);
                 const __mmask16 keep = keep_lanes(v, valid, abs_mask, thr, ties_left);
                 const int cnt = std::popcount(static_cast<unsigned>(keep));
-                _mm512_mask_storeu_ps(values + out, low_lanes(cnt), _mm512_maskz_compress_ps(keep, v));
+                store_chunk(values + out, keep, v, cnt);
                 out += cnt;
                 word |= static_cast<uint64_t>(keep) << j;
             }
@@ -262,51 +265,47 @@ int64_t pack_sample_f32(const float* x, int64_t n, const SampleThreshold& t, uin
         }
         return out;
     }
+#else
+    (void)store_chunk;
+    (void)portable;
 #endif
     float stage[64];   // one word's kept values, written branch-free, then copied: nothing beyond `values` is touched
     for (int64_t w = 0; w < words; ++w) {
         const int64_t cnt = stage_word(x + w * 64, std::min<int64_t>(64, n - w * 64), threshold, ties_left, stage,
                                        bits[w]);
-        std::copy(stage, stage + cnt, values + out);
+        for (int64_t j = 0; j < cnt; ++j) values[out + j] = store_value(stage[j]);
         out += cnt;
     }
     return out;
 }
 
+int64_t pack_sample_f32(const float* x, int64_t n, const SampleThreshold& t, uint64_t* bits, float* values,
+                        bool portable) {
+    return pack_sample(
+        x, n, t, bits, values, portable,
+        [](float* dst, [[maybe_unused]] auto keep, [[maybe_unused]] auto v, [[maybe_unused]] int cnt) {
+#if RAZOR_MASKER_AVX512
+            _mm512_mask_storeu_ps(dst, low_lanes(cnt), _mm512_maskz_compress_ps(keep, v));
+#else
+            (void)dst;
+#endif
+        },
+        [](float x) { return x; });
+}
+
 int64_t pack_sample_f16(const float* x, int64_t n, const SampleThreshold& t, uint64_t* bits, uint16_t* values,
                         bool portable) {
-    const uint32_t threshold = t.key;
-    int64_t ties_left = t.ties, out = 0;
-    const int64_t words = (n + 63) / 64;
+    return pack_sample(
+        x, n, t, bits, values, portable,
+        [](uint16_t* dst, [[maybe_unused]] auto keep, [[maybe_unused]] auto v, [[maybe_unused]] int cnt) {
 #if RAZOR_MASKER_AVX512
-    if (!portable) {
-        const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF), thr = _mm512_set1_epi32(static_cast<int>(threshold));
-        for (int64_t w = 0; w < words; ++w) {
-            uint64_t word = 0;
-            for (int64_t j = 0; j < 64 && w * 64 + j < n; j += 16) {
-                const int64_t base = w * 64 + j;
-                const __mmask16 valid = valid_lanes(n - base);
-                const __m512 v = _mm512_maskz_loadu_ps(valid, x + base);
-                const __mmask16 keep = keep_lanes(v, valid, abs_mask, thr, ties_left);
-                const int cnt = std::popcount(static_cast<unsigned>(keep));
-                const __m256i h = _mm512_cvtps_ph(_mm512_maskz_compress_ps(keep, v), _MM_FROUND_TO_NEAREST_INT);
-                _mm256_mask_storeu_epi16(values + out, low_lanes(cnt), h);
-                out += cnt;
-                word |= static_cast<uint64_t>(keep) << j;
-            }
-            bits[w] = word;
-        }
-        return out;
-    }
+            const __m256i h = _mm512_cvtps_ph(_mm512_maskz_compress_ps(keep, v), _MM_FROUND_TO_NEAREST_INT);
+            _mm256_mask_storeu_epi16(dst, low_lanes(cnt), h);
+#else
+            (void)dst;
 #endif
-    float stage[64];
-    for (int64_t w = 0; w < words; ++w) {
-        const int64_t cnt = stage_word(x + w * 64, std::min<int64_t>(64, n - w * 64), threshold, ties_left, stage,
-                                       bits[w]);
-        for (int64_t j = 0; j < cnt; ++j) values[out + j] = float_to_half_bits(stage[j]);
-        out += cnt;
-    }
-    return out;
+        },
+        [](float x) { return float_to_half_bits(x); });
 }
 
 MaskerCounters masker_counters() {

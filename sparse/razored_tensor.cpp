@@ -56,55 +56,58 @@ void batch_view(const Shape& shape, int64_t& B, int64_t& n_s) {
     n_s = shape_numel(Shape(shape.begin() + 1, shape.end()));
 }
 
-// Scatters one sample's `count` fp32 values into dst (n_s floats) under its bitmap; zeros elsewhere.
-void scatter_f32(const uint64_t* bits, int64_t n_s, const float* values, float* dst) {
+// Scatters one sample's kept values into dst (n_s floats) under its bitmap; zeros elsewhere. `load16(j, cnt)`
+// returns values j .. j+cnt-1 as the low lanes of an AVX-512 register; `load1(j)` returns value j as a float.
+template <class Load16, class Load1>
+void scatter_values(const uint64_t* bits, int64_t n_s, float* dst, Load16 load16, Load1 load1) {
     int64_t j = 0;
     const int64_t words = (n_s + 63) / 64;
 #if RAZOR_UNPACK_AVX512
+    (void)load1;
     for (int64_t w = 0; w < words; ++w) {
         const uint64_t word = bits[w];
         for (int64_t q = 0; q < 64 && w * 64 + q < n_s; q += 16) {
             const int64_t base = w * 64 + q, remaining = n_s - base;
             const __mmask16 m = static_cast<__mmask16>(word >> q);
             const int cnt = std::popcount(static_cast<unsigned>(m));
-            const __m512 packed = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << cnt) - 1), values + j);
             const __mmask16 valid =
                 remaining >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << remaining) - 1);
-            _mm512_mask_storeu_ps(dst + base, valid, _mm512_maskz_expand_ps(m, packed));
+            _mm512_mask_storeu_ps(dst + base, valid, _mm512_maskz_expand_ps(m, load16(j, cnt)));
             j += cnt;
         }
     }
 #else
+    (void)load16;
     std::fill(dst, dst + n_s, 0.f);
     for (int64_t w = 0; w < words; ++w)
-        for (uint64_t word = bits[w]; word; word &= word - 1) dst[w * 64 + std::countr_zero(word)] = values[j++];
+        for (uint64_t word = bits[w]; word; word &= word - 1) dst[w * 64 + std::countr_zero(word)] = load1(j++);
 #endif
 }
 
-void scatter_f16(const uint64_t* bits, int64_t n_s, const uint16_t* values, float* dst) {
-    int64_t j = 0;
-    const int64_t words = (n_s + 63) / 64;
+void scatter_f32(const uint64_t* bits, int64_t n_s, const float* values, float* dst) {
+    scatter_values(
+        bits, n_s, dst,
+        [values]([[maybe_unused]] int64_t j, [[maybe_unused]] int cnt) {
 #if RAZOR_UNPACK_AVX512
-    for (int64_t w = 0; w < words; ++w) {
-        const uint64_t word = bits[w];
-        for (int64_t q = 0; q < 64 && w * 64 + q < n_s; q += 16) {
-            const int64_t base = w * 64 + q, remaining = n_s - base;
-            const __mmask16 m = static_cast<__mmask16>(word >> q);
-            const int cnt = std::popcount(static_cast<unsigned>(m));
-            const __m512 packed =
-                _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << cnt) - 1), values + j));
-            const __mmask16 valid =
-                remaining >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << remaining) - 1);
-            _mm512_mask_storeu_ps(dst + base, valid, _mm512_maskz_expand_ps(m, packed));
-            j += cnt;
-        }
-    }
+            return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << cnt) - 1), values + j);
 #else
-    std::fill(dst, dst + n_s, 0.f);
-    for (int64_t w = 0; w < words; ++w)
-        for (uint64_t word = bits[w]; word; word &= word - 1)
-            dst[w * 64 + std::countr_zero(word)] = half_bits_to_float(values[j++]);
+            return 0;
 #endif
+        },
+        [values](int64_t j) { return values[j]; });
+}
+
+void scatter_f16(const uint64_t* bits, int64_t n_s, const uint16_t* values, float* dst) {
+    scatter_values(
+        bits, n_s, dst,
+        [values]([[maybe_unused]] int64_t j, [[maybe_unused]] int cnt) {
+#if RAZOR_UNPACK_AVX512
+            return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << cnt) - 1), values + j));
+#else
+            return 0;
+#endif
+        },
+        [values](int64_t j) { return half_bits_to_float(values[j]); });
 }
 
 void scatter_i8(const uint64_t* bits, int64_t n_s, const uint8_t* codes, float lo, float step, float* dst) {
