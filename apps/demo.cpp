@@ -1,8 +1,8 @@
 // apps/demo.cpp -- `razor demo`: the README's main job.
 //
-// Trains a small CNN (two conv-BN-ReLU-maxpool stages, 16 and 32 channels, then a linear classifier; or an MLP with
+// Trains a small CNN (two conv-BN-ReLU-maxpool stages, 32 and 64 channels, then a linear classifier; or an MLP with
 // --model mlp) on Fashion-MNIST from Debian's dataset-fashion-mnist with SGD (Nesterov momentum), then prints test accuracy, speed and memory, and writes a JSONL log, an SVG plot of the curves and a
-// safetensors checkpoint (PyTorch key names) into --out. About a minute on 2 cores.
+// safetensors checkpoint (PyTorch key names) into --out. A few minutes on 2 cores.
 //
 // This is the low-level PyTorch-shaped loop: zero_grad, forward, loss, backward, step.
 #include <cmath>
@@ -29,19 +29,22 @@ namespace {
 
 const std::vector<float> kMean = {0.2860f}, kStd = {0.3530f};   // Fashion-MNIST training-set statistics
 
-// conv(1->16) BN ReLU pool -> conv(16->32) BN ReLU pool -> linear(32*7*7 -> 10): about 1 M MACs per image.
+// conv(1->32) BN ReLU pool -> conv(32->64) BN ReLU pool -> linear(64*7*7 -> 10): about 4 M MACs per image. Half these
+// widths underfit (test 89.0 % after 3 epochs, 89.7 % after 5); this width reaches 90.8 % in 3 epochs at lr 0.01. At
+// lr 0.05 the 3136-input classifier makes the first hundred steps blow up (loss ~2 there, 87 % test after 3 epochs),
+// in PyTorch exactly as here, so the default lr is 0.01 (with Nesterov momentum 0.9: an effective step of 0.1).
 void build_cnn(nn::Sequential& model, Generator& gen) {
     const nn::Conv2dConfig conv3x3{.kernel_size = 3, .padding = 1, .bias = false};
-    model.add(std::make_shared<nn::Conv2d>(1, 16, conv3x3, gen));
-    model.add(std::make_shared<nn::BatchNorm2d>(16));
-    model.add(std::make_shared<nn::ReLU>());
-    model.add(std::make_shared<nn::MaxPool2d>(2));
-    model.add(std::make_shared<nn::Conv2d>(16, 32, conv3x3, gen));
+    model.add(std::make_shared<nn::Conv2d>(1, 32, conv3x3, gen));
     model.add(std::make_shared<nn::BatchNorm2d>(32));
     model.add(std::make_shared<nn::ReLU>());
     model.add(std::make_shared<nn::MaxPool2d>(2));
+    model.add(std::make_shared<nn::Conv2d>(32, 64, conv3x3, gen));
+    model.add(std::make_shared<nn::BatchNorm2d>(64));
+    model.add(std::make_shared<nn::ReLU>());
+    model.add(std::make_shared<nn::MaxPool2d>(2));
     model.add(std::make_shared<nn::Flatten>());
-    model.add(std::make_shared<nn::Linear>(32 * 7 * 7, 10, true, gen));
+    model.add(std::make_shared<nn::Linear>(64 * 7 * 7, 10, true, gen));
 }
 
 void build_mlp(nn::Sequential& model, int64_t hidden, Generator& gen) {
@@ -58,7 +61,7 @@ int run_demo(const std::vector<std::string>& argv) {
     args.flag("model", "cnn", "cnn (2 conv-BN-ReLU-pool stages + linear) or mlp (784-hidden-10)")
         .flag("epochs", "3", "passes over the 60k training images")
         .flag("batch", "128", "images per step")
-        .flag("lr", "0.05", "SGD learning rate (Nesterov momentum 0.9, cosine decay to 0)")
+        .flag("lr", "0.01", "SGD learning rate (Nesterov momentum 0.9, cosine decay to 0)")
         .flag("hidden", "256", "width of the MLP's hidden layer")
         .flag("threads", "0", "OpenMP threads (0 = all cores)")
         .flag("seed", "0", "seed for init and shuffling")
