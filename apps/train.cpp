@@ -515,7 +515,9 @@ int run_train(const std::vector<std::string>& argv) {
                 nonfinite.on_nonfinite(
                     fault, fmt("at epoch ", epoch, " step ", step + 1, "/", spe, " (global step ",
                                global_step + 1, ", lr ", r.lr, ")"),
-                    fmt("the last checkpoint (", c.out, "/last, epoch ", epoch - 1, ") is intact"), [&] {
+                    epoch > 1 ? fmt("the last checkpoint (", c.out, "/last, epoch ", epoch - 1, ") is intact")
+                              : std::string("no checkpoint was written yet (epoch 1)"),
+                    [&] {
                         opt->zero_grad();
                         cross_entropy((*model)(b.images), b.labels, smoothing).backward();
                     });

@@ -41,7 +41,8 @@ std::array<uint64_t, 4> need_generator_state(const std::map<std::string, Tensor>
     const auto v = t.to_vector_i64();
     for (int i = 0; i < 4; ++i) s[i] = static_cast<uint64_t>(v[i]);
     if (s == std::array<uint64_t, 4>{})
-        throw Error(fmt(where, ": entry '", key, "' is an all-zero generator state (xoshiro cannot leave it); ", kHint));
+        throw Error(
+            fmt(where, ": entry '", key, "' is an all-zero generator state (xoshiro cannot leave it); ", kHint));
     return s;
 }
 

@@ -155,7 +155,8 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& file)
     for (const auto& [name, entry] : header.items()) {
         if (name == "__metadata__") {
             if (!entry.is_object())
-                throw Error(fmt(file, ": __metadata__ must be an object of strings, got ", entry.type_name(), kCorrupt));
+                throw Error(
+                    fmt(file, ": __metadata__ must be an object of strings, got ", entry.type_name(), kCorrupt));
             for (const auto& [k, v] : entry.items()) {
                 if (!v.is_string())
                     throw Error(fmt(file, ": __metadata__[", k, "] must be a string, got ", v.type_name(), kCorrupt));
@@ -166,7 +167,8 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& file)
         const std::string where = fmt(file, ": tensor '", name, "'");
         if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
             !entry.contains("data_offsets"))
-            throw Error(fmt(where, ": expected {dtype, shape, data_offsets}, got ", entry.dump().substr(0, 200), kCorrupt));
+            throw Error(fmt(where, ": expected {dtype, shape, data_offsets}, got ", entry.dump().substr(0, 200),
+                            kCorrupt));
         const auto& jd = entry["dtype"];
         DType dtype;
         if (!jd.is_string() || !parse_st_dtype(jd.get<std::string>(), &dtype))
@@ -174,7 +176,8 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& file)
                             "float tensors as float32)"));
         const auto& js = entry["shape"];
         if (!js.is_array() || js.size() > 8)
-            throw Error(fmt(where, ": shape must be an array of at most 8 dims, got ", js.dump().substr(0, 200), kCorrupt));
+            throw Error(fmt(where, ": shape must be an array of at most 8 dims, got ", js.dump().substr(0, 200),
+                            kCorrupt));
         // A zero-sized dimension makes the tensor empty whatever the others are (PyTorch writes shape [0, 3] in a
         // file of a few bytes), so the data-size bound applies to the element count, not to each dimension; the
         // non-zero dimensions are bounded by 2^62 so that every stride stays an int64.
@@ -183,8 +186,9 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& file)
         uint64_t nonzero = 1;
         bool empty = false;
         for (const auto& d : js) {
-            if (!d.is_number_unsigned()) throw Error(fmt(where, ": shape ", js.dump(), " has a non-integer entry; expected non-negative integers",
-                                                kCorrupt));
+            if (!d.is_number_unsigned())
+                throw Error(fmt(where, ": shape ", js.dump(), " has a non-integer entry; expected non-negative integers",
+                                kCorrupt));
             const uint64_t v = d.get<uint64_t>();
             if (v == 0) {
                 empty = true;

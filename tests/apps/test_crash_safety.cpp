@@ -1,7 +1,8 @@
 // tests/apps/test_crash_safety.cpp -- checkpoints survive SIGKILL and full or read-only disks:
 //   * a child process saves real checkpoints in a loop while the parent SIGKILLs it at random moments; after every
 //     kill the checkpoint loads and equals one of the states written (fast: 20 kills; slow: 200);
-//   * ENOSPC / EACCES / EIO injected into write_file_atomic leave the previous checkpoint untouched, with a clear error;
+//   * ENOSPC / EACCES / EIO injected into write_file_atomic leave the previous checkpoint untouched, with a clear
+//     error;
 //   * razor train SIGKILLed at random moments and resumed each time logs the same losses, bit for bit, as a run that
 //     was never interrupted, and ends with bit-identical weights (fast: 4 kills; slow: 30).
 // docs/reliability.md "Crash safety".

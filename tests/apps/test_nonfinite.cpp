@@ -139,5 +139,6 @@ TEST_CASE("razor train: a non-finite step names the op; --skip-nonfinite skips a
     // the loss average of the one good step is finite)
     CHECK(std::isfinite(j.at("loss").get<double>()));
     // two epochs: the 20th skip in a row (epoch 2 step 1) gives up
-    CHECK_THROWS_WITH_AS(train(plus(skipping, {"--epochs", "2"})), Contains("gave up after 20 non-finite steps"), Error);
+    CHECK_THROWS_WITH_AS(train(plus(skipping, {"--epochs", "2"})), Contains("gave up after 20 non-finite steps"),
+                         Error);
 }

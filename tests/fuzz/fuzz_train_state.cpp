@@ -21,7 +21,9 @@ using namespace razor;
 
 std::unique_ptr<optim::Optimizer> make_optimizer(int kind, const optim::NamedParameters& params) {
     switch (kind) {
-        case 0: return std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .nesterov = true});
+        case 0:
+            return std::make_unique<optim::SGD>(params,
+                                                optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .nesterov = true});
         case 1: return std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = 0.1});
         case 2: return std::make_unique<optim::Adam>(params, optim::AdamOptions{});
         default: return std::make_unique<optim::AdamW>(params, optim::AdamWOptions{});

@@ -317,7 +317,8 @@ TEST_CASE("bad input: every malformed input is refused naming the file, expected
         INFO("case: ", std::string(c.name));
         INFO("message: ", message);
         CHECK_MESSAGE(thrown, "no razor::Error");
-        for (const std::string& want : c.expect) CHECK_MESSAGE(message.find(expand(want, dir)) != std::string::npos, want);
+        for (const std::string& want : c.expect)
+            CHECK_MESSAGE(message.find(expand(want, dir)) != std::string::npos, want);
     }
     CHECK(n >= 30);
 }
