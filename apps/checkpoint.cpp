@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "core/anomaly.h"
 #include "core/check.h"
 #include "core/safetensors.h"
 
@@ -42,6 +43,19 @@ void rename_or_throw(const fs::path& from, const fs::path& to) {
                         "); hint: check that ", to.parent_path().string(), " is writable"));
 }
 
+// A checkpoint is only written from finite weights (razor train stops, or skips the step, before a NaN reaches them),
+// so a NaN or Inf here means a damaged or foreign file; training or evaluating from it would be silently wrong.
+void check_finite(const std::map<std::string, Tensor>& tensors, const std::string& file) {
+    for (const auto& [name, t] : tensors) {
+        const NonFiniteCount c = count_nonfinite(t);
+        if (c.any())
+            throw Error(fmt("checkpoint: ", file, ": tensor '", name, "' ", shape_str(t.shape()),
+                            ": expected finite values, got ", c.nan, " NaN and ", c.inf,
+                            " Inf; hint: the run that wrote it diverged or the file was edited; use an earlier "
+                            "checkpoint (last.old, best/) or train again with a lower --lr"));
+    }
+}
+
 bool has_pair(const fs::path& folder) {
     return fs::is_regular_file(folder / kModelFile) && fs::is_regular_file(folder / kTrainStateFile);
 }
@@ -54,16 +68,28 @@ void save_checkpoint(const std::string& root, const std::string& name, const Che
     std::error_code ec;
     fs::create_directories(root, ec);
     if (ec) throw Error(fmt("checkpoint: cannot create ", root, " (", ec.message(), "); hint: check --out"));
+    // Temporary folders of earlier writers of NAME that were killed mid-save (other pids): nobody reads them.
+    const std::string tmp_prefix = fmt(".", name, ".tmp.");
+    for (const auto& entry : fs::directory_iterator(root, ec))
+        if (entry.path().filename().string().rfind(tmp_prefix, 0) == 0) fs::remove_all(entry.path(), ec);
     fs::remove_all(tmp, ec);
     fs::create_directory(tmp, ec);
-    if (ec) throw Error(fmt("checkpoint: cannot create ", tmp.string(), " (", ec.message(), "); hint: check --out"));
+    if (ec)
+        throw Error(fmt("checkpoint: cannot create ", tmp.string(), " (", ec.message(), "); ", dir.string(),
+                        " is untouched; hint: check that --out is writable and the disk not full"));
 
     // 1. Both files, complete and fsynced, in a folder nobody reads.
     auto model_meta = checkpoint.model_metadata, train_meta = checkpoint.train_metadata;
     const std::string pair = new_pair_id();
     model_meta["pair"] = train_meta["pair"] = pair;
-    write_file_atomic((tmp / kModelFile).string(), serialize_safetensors(checkpoint.model, model_meta));
-    write_file_atomic((tmp / kTrainStateFile).string(), serialize_safetensors(checkpoint.train_state, train_meta));
+    try {
+        write_file_atomic((tmp / kModelFile).string(), serialize_safetensors(checkpoint.model, model_meta));
+        write_file_atomic((tmp / kTrainStateFile).string(), serialize_safetensors(checkpoint.train_state, train_meta));
+    } catch (const Error& e) {
+        fs::remove_all(tmp, ec);
+        throw Error(fmt("checkpoint: cannot write ", dir.string(), ": ", e.what(), " [", dir.string(),
+                        ", the previous checkpoint, is untouched]"));
+    }
     fsync_folder(tmp);
 
     // 2. The switch. Until tmp -> NAME lands, NAME.old (or an untouched NAME) holds the previous pair. A NAME.old left
@@ -96,6 +122,8 @@ Checkpoint load_checkpoint_folder(const std::string& folder) {
         throw Error(fmt("checkpoint: ", folder, ": ", kModelFile, " and ", kTrainStateFile,
                         " were not written together (pair ids ", a, " and ", b,
                         "); hint: the files were copied or edited by hand; use a folder razor wrote"));
+    check_finite(model.tensors, (f / kModelFile).string());
+    check_finite(train.tensors, (f / kTrainStateFile).string());
     c.model = std::move(model.tensors);
     c.model_metadata = std::move(model.metadata);
     c.train_state = std::move(train.tensors);
@@ -134,6 +162,7 @@ Checkpoint open_checkpoint(const std::string& path, bool model_only) {
             throw Error(fmt("checkpoint: ", path, " is a file; resuming needs a run folder (with last/); hint: pass "
                             "the folder given to --out"));
         SafeTensors st = load_safetensors(path);
+        check_finite(st.tensors, path);
         Checkpoint c;
         c.model = std::move(st.tensors);
         c.model_metadata = std::move(st.metadata);

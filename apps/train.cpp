@@ -25,9 +25,11 @@
 #include "apps/args.h"
 #include "apps/checkpoint.h"
 #include "apps/commands.h"
+#include "apps/nonfinite.h"
 #include "apps/plot.h"
 #include "apps/progress.h"
 #include "apps/train_common.h"
+#include "apps/train_state.h"
 #include "core/core.h"
 #include "data/loader.h"
 #include "data/transforms.h"
@@ -89,6 +91,8 @@ const std::vector<FlagSpec>& flag_specs() {
                           "the new run writes them)", true, true},
         {"stop-after", "0", "stop after this epoch with a checkpoint, to continue later with --resume (0 = off)",
          false, true},
+        {"skip-nonfinite", "", "on a NaN/Inf loss or gradient: report the op, skip the optimizer step and go on "
+                               "(gives up after 20 such steps in a row); default: stop", true, true},
     };
     return specs;
 }
@@ -112,18 +116,12 @@ bool same_value(const std::string& a, const std::string& b) {
 // On --resume: the checkpoint's flags, except those given now that may change; a given flag that may not change
 // must equal the stored one. Returns the flags re-parsed.
 Args reconcile(const Args& given, const std::string& config_json, const std::string& resume, const std::string& root) {
-    json stored;
-    try {
-        stored = json::parse(config_json);
-    } catch (const json::exception& e) {
-        throw Error(fmt(kCmd, ": the checkpoint in ", resume, " holds no readable run config (", e.what(),
-                        "); hint: resume from a folder razor train wrote"));
-    }
+    const std::map<std::string, std::string> stored = parse_run_config(config_json, fmt(kCmd, ": ", resume));
     std::vector<std::string> argv;
     for (const auto& f : flag_specs()) {
         const std::string name = f.name;
         if (name == "resume") continue;
-        std::string value = stored.contains(name) ? stored[name].get<std::string>() : given.str(name);
+        std::string value = stored.count(name) ? stored.at(name) : given.str(name);
         if (given.given(name)) {
             if (f.may_change_on_resume) value = given.str(name);
             else if (!same_value(given.str(name), value))
@@ -134,18 +132,18 @@ Args reconcile(const Args& given, const std::string& config_json, const std::str
         } else if (name == "out") {
             value = root;   // continue writing where the checkpoint is
         } else if (name == "log" && !given.given("out")) {
-            value = stored.value("log", "");
+            value = stored.count("log") ? stored.at("log") : "";
         }
         argv.push_back(fmt("--", name, "=", value));
     }
     argv.push_back(fmt("--resume=", resume));
     Args args = make_args();
     args.parse(argv);
-    if (stored.contains("epochs") && !same_value(stored["epochs"].get<std::string>(), args.str("epochs"))) {
+    if (stored.count("epochs") && !same_value(stored.at("epochs"), args.str("epochs"))) {
         const std::string sched = args.str("sched");
         if (sched == "onecycle" || sched == "cosine")
             throw Error(fmt(kCmd, ": --epochs ", args.str("epochs"), " differs from the resumed run's ",
-                            stored["epochs"].get<std::string>(), ", and the ", sched,
+                            stored.at("epochs"), ", and the ", sched,
                             " schedule is laid out over all epochs; hint: keep --epochs, or use --sched "
                             "step/multistep/none to extend a run"));
     }
@@ -156,7 +154,7 @@ struct Config {
     std::string model, dataset, data, classes, opt, sched, augment, out, log;
     int64_t epochs, batch, threads, workers, seed, eval_every, eval_batch, steps_per_epoch, stop_after, step_size;
     double lr, momentum, wd, warmup_epochs, gamma, label_smoothing, clip;
-    bool nesterov, warmup_given;
+    bool nesterov, warmup_given, skip_nonfinite;
     std::vector<int64_t> milestones;
 };
 
@@ -182,6 +180,7 @@ Config read_config(const Args& a) {
     c.stop_after = a.integer("stop-after"), c.step_size = a.integer("step-size");
     c.lr = a.real("lr"), c.momentum = a.real("momentum"), c.wd = a.real("wd"), c.gamma = a.real("gamma");
     c.label_smoothing = a.real("label-smoothing"), c.clip = a.real("clip"), c.nesterov = a.on("nesterov");
+    c.skip_nonfinite = a.on("skip-nonfinite");
     c.warmup_given = !a.str("warmup-epochs").empty();
     c.warmup_epochs = c.warmup_given ? a.real("warmup-epochs") : (c.sched == "onecycle" ? 0.3 * c.epochs : 0.0);
     c.log = a.str("log").empty() ? (fs::path(c.out) / "log.jsonl").string() : a.str("log");
@@ -261,41 +260,9 @@ std::unique_ptr<optim::LRScheduler> make_scheduler(const Config& c, optim::Optim
     return after;
 }
 
-Tensor pack_state(const std::array<uint64_t, 4>& s) {
-    std::vector<int64_t> v;
-    for (uint64_t x : s) v.push_back(static_cast<int64_t>(x));
-    return Tensor::from_vector_i64({4}, v);
-}
-
-std::array<uint64_t, 4> unpack_state(const Tensor& t, const std::string& key) {
-    if (!t.defined() || t.dtype() != DType::I64 || t.numel() != 4)
-        throw Error(fmt(kCmd, ": train state '", key, "' is not a generator state (4 x i64); hint: resume from a "
-                        "folder razor train wrote"));
-    std::array<uint64_t, 4> s{};
-    const auto v = t.to_vector_i64();
-    for (int i = 0; i < 4; ++i) s[i] = static_cast<uint64_t>(v[i]);
-    return s;
-}
-
-Tensor i64_scalar(int64_t v) { return Tensor::from_vector_i64({}, {v}); }
-
-const Tensor& need(const std::map<std::string, Tensor>& state, const std::string& key, const std::string& where) {
-    auto it = state.find(key);
-    if (it == state.end())
-        throw Error(fmt(kCmd, ": ", where, " has no '", key, "'; hint: resume from a folder razor train wrote"));
-    return it->second;
-}
-
-std::map<std::string, Tensor> with_prefix(const std::map<std::string, Tensor>& state, const std::string& prefix) {
-    std::map<std::string, Tensor> out;
-    for (const auto& [k, v] : state)
-        if (k.rfind(prefix, 0) == 0) out.emplace(k.substr(prefix.size()), v);
-    return out;
-}
-
 // One epoch's record: the stdout line and the JSONL entry carry the same fields.
 struct EpochRecord {
-    int64_t epoch = 0, epochs = 0, step = 0;
+    int64_t epoch = 0, epochs = 0, step = 0, skipped = 0;   // skipped: non-finite steps (--skip-nonfinite)
     double loss = 0, train_acc = 0, lr = 0, seconds = 0, eval_seconds = 0, img_per_s = 0;
     bool evaluated = false;
     double test_acc = 0, test_loss = 0;
@@ -313,6 +280,7 @@ struct EpochRecord {
                   {"rss_bytes", rss_bytes},   {"peak_rss_bytes", peak_rss_bytes},
                   {"peak_tensor_bytes", peak_tensor_bytes}};
         if (evaluated) j["test_acc"] = test_acc, j["test_loss"] = test_loss;
+        if (skipped) j["skipped_steps"] = skipped;
         return j;
     }
     std::string line() const {
@@ -321,7 +289,8 @@ struct EpochRecord {
                    "%  test ", evaluated ? fixed(100 * test_acc, 1) + "%" : std::string("-"), "  lr ", general(lr),
                    "  ", fixed(seconds, 0), " s  ", fixed(img_per_s, 0), " img/s  tape ", format_bytes(tape_bytes),
                    " (dense ", format_bytes(tape_dense_bytes), ", ", fixed(ratio, 1), "x)  rss ",
-                   format_bytes(rss_bytes));
+                   format_bytes(rss_bytes)) +
+               (skipped ? fmt("  skipped ", skipped, " non-finite steps") : std::string());
     }
     static std::string fixed(double v, int digits) {
         char buf[64];
@@ -448,14 +417,8 @@ int run_train(const std::vector<std::string>& argv) {
             throw Error(fmt(kCmd, ": ", resumed.folder, "/", kModelFile, " does not fit --model ", c.model, ": ",
                             e.what()));
         }
-        opt->load_state_dict(with_prefix(resumed.train_state, "optimizer."));
-        if (sched) sched->load_state_dict(with_prefix(resumed.train_state, "scheduler."));
-        default_generator().set_state(unpack_state(need(resumed.train_state, "rng.default", where), "rng.default"));
-        gen.set_state(unpack_state(need(resumed.train_state, "rng.init", where), "rng.init"));
-        start_epoch = need(resumed.train_state, "epoch", where).to_vector_i64()[0];
-        global_step = need(resumed.train_state, "step", where).to_vector_i64()[0];
-        best_epoch = need(resumed.train_state, "best_epoch", where).to_vector_i64()[0];
-        best_acc = optim::unpack_f64(need(resumed.train_state, "best_test_acc", where), "best_test_acc");
+        const ResumePoint p = restore_train_state(resumed.train_state, where, *opt, sched.get(), gen);
+        start_epoch = p.epoch, global_step = p.step, best_epoch = p.best_epoch, best_acc = p.best_test_acc;
         std::printf("resume %s: after epoch %lld, step %lld, lr %g\n", resumed.folder.c_str(),
                     static_cast<long long>(start_epoch), static_cast<long long>(global_step), opt->lr());
         if (start_epoch >= c.epochs) {
@@ -500,8 +463,8 @@ int run_train(const std::vector<std::string>& argv) {
             for (const auto& [k, v] : sched->state_dict()) ck.train_state["scheduler." + k] = v;
         ck.train_state["epoch"] = i64_scalar(epoch);
         ck.train_state["step"] = i64_scalar(global_step);
-        ck.train_state["rng.default"] = pack_state(default_generator().state());
-        ck.train_state["rng.init"] = pack_state(gen.state());
+        ck.train_state["rng.default"] = pack_generator_state(default_generator().state());
+        ck.train_state["rng.init"] = pack_generator_state(gen.state());
         ck.train_state["loader.seed"] = i64_scalar(c.seed);
         ck.train_state["loader.epoch"] = i64_scalar(epoch);   // the next epoch's index (0-based)
         ck.train_state["best_test_acc"] = optim::pack_f64(best_acc);
@@ -518,6 +481,7 @@ int run_train(const std::vector<std::string>& argv) {
     const float smoothing = static_cast<float>(c.label_smoothing);
     EpochRecord last;
     TapeTotals tape_peak;
+    NonFiniteGuard nonfinite(*model, {.skip = c.skip_nonfinite});
     for (int64_t epoch = start_epoch + 1; epoch <= c.epochs; ++epoch) {
         loader.set_epoch(epoch - 1);   // the order and augmentation of epoch e depend on (seed, e) only
         Progress progress(fmt("epoch ", epoch, "/", c.epochs), spe, c.batch);
@@ -530,23 +494,38 @@ int run_train(const std::vector<std::string>& argv) {
             if (step >= spe) break;
             TapeAccounting::instance().reset_peak();
             r.lr = opt->lr();   // the lr this step uses
+            nonfinite.begin_step();
             opt->zero_grad();
             Tensor logits = (*model)(b.images);                                // (B, K)
             Tensor loss = cross_entropy(logits, b.labels, smoothing);
             const float loss_value = loss.item();
-            if (!std::isfinite(loss_value))
-                throw Error(fmt(kCmd, ": the loss became ", loss_value, " at epoch ", epoch, " step ", step + 1, "/",
-                                spe, " (global step ", global_step + 1, ", lr ", r.lr, "); stopped, the last checkpoint (",
-                                c.out, "/last, epoch ", epoch - 1, ") is intact; hint: lower --lr or clip gradients "
-                                "with --clip 1"));
-            loss.backward();
-            if (c.clip > 0) {
-                const double norm = optim::clip_grad_norm_(opt->params(), c.clip);
-                if (!std::isfinite(norm))
-                    throw Error(fmt(kCmd, ": the gradient norm became ", norm, " at epoch ", epoch, " step ", step + 1,
-                                    " (global step ", global_step + 1, "); stopped, the last checkpoint (", c.out,
-                                    "/last, epoch ", epoch - 1, ") is intact; hint: lower --lr"));
+            // A non-finite loss or gradient: re-run the step to name the op (apps/nonfinite.h), then stop or skip.
+            std::string fault;
+            if (!std::isfinite(loss_value)) fault = fmt(kCmd, ": the loss became ", loss_value);
+            else {
+                loss.backward();
+                if (c.clip > 0) {
+                    const double norm = optim::clip_grad_norm_(opt->params(), c.clip);
+                    if (!std::isfinite(norm)) fault = fmt(kCmd, ": the gradient norm became ", norm);
+                } else if (!grads_finite(model->parameters())) {
+                    fault = fmt(kCmd, ": a gradient became non-finite");
+                }
             }
+            if (!fault.empty()) {
+                nonfinite.on_nonfinite(
+                    fault, fmt("at epoch ", epoch, " step ", step + 1, "/", spe, " (global step ",
+                               global_step + 1, ", lr ", r.lr, ")"),
+                    epoch > 1 ? fmt("the last checkpoint (", c.out, "/last, epoch ", epoch - 1, ") is intact")
+                              : std::string("no checkpoint was written yet (epoch 1)"),
+                    [&] {
+                        opt->zero_grad();
+                        cross_entropy((*model)(b.images), b.labels, smoothing).backward();
+                    });
+                if (sched) sched->step();   // skipped (on_nonfinite returned): the schedule moves on, as GradScaler's
+                ++step, ++global_step, ++r.skipped;
+                continue;
+            }
+            nonfinite.step_ok();
             opt->step();
             if (sched) sched->step();
             ++step, ++global_step;
@@ -575,16 +554,19 @@ int run_train(const std::vector<std::string>& argv) {
         }
         const bool best = r.evaluated && r.test_acc > best_acc;
         if (best) best_acc = r.test_acc, best_epoch = epoch;
-        save("last", epoch);
-        if (best) save("best", epoch);
         r.rss_bytes = current_rss_bytes(), r.peak_rss_bytes = peak_rss_bytes();
         r.peak_tensor_bytes = memory_stats().peak_bytes;
         std::printf("%s\n", r.line().c_str());
         std::fflush(stdout);
+        // last/ is written after everything else of the epoch (log line, best/): a run killed before it resumes from
+        // the previous epoch and redoes this one identically (prepare_log drops the line), where another order would
+        // lose the epoch's log line or best/ for good.
         const json j = r.to_json();
         log << j.dump() << "\n" << std::flush;
         curves.add(j);
         curves.write(plot_path);
+        if (best) save("best", epoch);
+        save("last", epoch);
         last = r;
         if (c.stop_after > 0 && epoch == c.stop_after && epoch < c.epochs) {
             std::printf("stopped after epoch %lld (--stop-after); continue with: razor train --resume %s\n",

@@ -5,6 +5,7 @@
 #include <queue>
 #include <unordered_map>
 
+#include "core/anomaly.h"
 #include "core/check.h"
 
 namespace razor {
@@ -58,6 +59,8 @@ void link_node(const std::shared_ptr<Node>& node, const char* op, const Tensor* 
         node->edges_.push_back(std::move(edge));
     }
     node->ctx.bind(node->op_, node->module_path_);
+    // Anomaly mode (a re-run of a step that went non-finite): one thread-local test otherwise.
+    if (anomaly_mode_enabled()) detail::anomaly_check_forward(node->op_, node->module_path_, inputs, count, output);
     output.set_grad_fn(node);
 }
 
@@ -136,6 +139,7 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
         std::vector<Tensor> grads = node->backward(grad_output);
         RAZOR_CHECK_EQ(grads.size(), node->num_inputs()) << "node " << node->op() << " returned a wrong count";
         if (!retain_graph) node->ctx.release();
+        if (anomaly_mode_enabled()) detail::anomaly_check_backward(node->op(), node->module_path(), grads);
 
         for (size_t i = 0; i < grads.size(); ++i) {
             const Node::Edge& edge = node->edges()[i];

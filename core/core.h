@@ -2,6 +2,7 @@
 #pragma once
 
 #include "core/allocator.h"
+#include "core/anomaly.h"
 #include "core/autograd.h"
 #include "core/check.h"
 #include "core/ops.h"   // generated: every core/ops/*.h

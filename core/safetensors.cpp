@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string_view>
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@ namespace razor {
 namespace {
 
 constexpr uint64_t kMaxHeaderBytes = 100u << 20;   // the format's own limit is 100 MB
+constexpr const char* kCorrupt = "; hint: the file is corrupt or not a safetensors file";
 
 const char* st_dtype(DType dtype) {
     switch (dtype) {
@@ -38,41 +40,80 @@ bool parse_st_dtype(const std::string& s, DType* out) {
 }  // namespace
 
 std::string read_file(const std::string& path) {
+    // A folder opens like a file on Linux and fails only at the first read, with a less helpful message.
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+        throw Error(fmt(path, ": is a folder, expected a file; hint: name the file inside it"));
     std::ifstream in(path, std::ios::binary);
     if (!in) throw Error(fmt(path, ": cannot open for reading (", std::strerror(errno), "); hint: check the path"));
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in.bad()) throw Error(fmt(path, ": read error"));
+    if (in.bad())
+        throw Error(fmt(path, ": read error after ", bytes.size(), " bytes (", std::strerror(errno),
+                        "); hint: check the disk and the file"));
     return bytes;
 }
 
+namespace {
+WriteFaultHook& write_fault_hook() {
+    static WriteFaultHook hook;
+    return hook;
+}
+// The injected errno for this stage, or 0.
+int injected_fault(const std::string& path, const char* stage, size_t done) {
+    const WriteFaultHook& hook = write_fault_hook();
+    return hook ? hook(path, stage, done) : 0;
+}
+const char* write_hint(int err) {
+    switch (err) {
+        case ENOSPC: case EDQUOT: return "free disk space or write elsewhere (--out)";
+        case EACCES: case EPERM: case EROFS: return "check that the folder is writable by this user";
+        case ENOENT: case ENOTDIR: return "check that the folder exists";
+        default: return "check the disk and the folder";
+    }
+}
+}  // namespace
+
+void set_write_fault_hook_for_testing(WriteFaultHook hook) { write_fault_hook() = std::move(hook); }
+
 void write_file_atomic(const std::string& path, const std::string& bytes) {
     const std::string tmp = fmt(path, ".tmp.", ::getpid());
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0)
-        throw Error(fmt(path, ": cannot create temporary file ", tmp, " (", std::strerror(errno),
-                        "); hint: check that the folder exists and is writable"));
+    int fd = -1;
+    if (const int err = injected_fault(path, "open", 0)) errno = err;
+    else fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        const int err = errno;
+        throw Error(fmt(path, ": cannot create temporary file ", tmp, " (", std::strerror(err),
+                        "); the previous file, if any, is untouched; hint: ", write_hint(err)));
+    }
     size_t done = 0;
     while (done < bytes.size()) {
-        ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+        ssize_t n = -1;
+        if (const int err = injected_fault(path, "write", done)) errno = err;
+        else n = ::write(fd, bytes.data() + done, bytes.size() - done);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
-            int err = errno;
+            const int err = n == 0 ? EIO : errno;
             ::close(fd);
             ::unlink(tmp.c_str());
             throw Error(fmt(path, ": write failed after ", done, " of ", bytes.size(), " bytes (", std::strerror(err),
-                            "); the previous file, if any, is untouched; hint: free disk space"));
+                            "); the previous file, if any, is untouched; hint: ", write_hint(err)));
         }
         done += static_cast<size_t>(n);
     }
-    if (::fsync(fd) != 0 || ::close(fd) != 0) {
-        int err = errno;
+    // fsync makes the data durable before the rename publishes it; close runs whether or not fsync failed.
+    int err = ::fsync(fd) == 0 ? 0 : errno;
+    if (::close(fd) != 0 && err == 0) err = errno;
+    if (err) {
         ::unlink(tmp.c_str());
-        throw Error(fmt(path, ": fsync/close failed (", std::strerror(err), "); the previous file is untouched"));
+        throw Error(fmt(path, ": fsync/close failed (", std::strerror(err),
+                        "); the previous file, if any, is untouched; hint: ", write_hint(err)));
     }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        int err = errno;
+    int rename_err = injected_fault(path, "rename", done);
+    if (!rename_err && ::rename(tmp.c_str(), path.c_str()) != 0) rename_err = errno;
+    if (rename_err) {
         ::unlink(tmp.c_str());
-        throw Error(fmt(path, ": rename from ", tmp, " failed (", std::strerror(err), ")"));
+        throw Error(fmt(path, ": rename from ", tmp, " failed (", std::strerror(rename_err),
+                        "); the previous file, if any, is untouched; hint: ", write_hint(rename_err)));
     }
     // Make the rename itself durable.
     std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
@@ -102,9 +143,10 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& file)
     try {
         header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(header_len));
     } catch (const nlohmann::json::exception& e) {
-        throw Error(fmt(file, ": safetensors header is not valid JSON (", e.what(), ")"));
+        throw Error(fmt(file, ": safetensors header is not valid JSON (", e.what(), ")", kCorrupt));
     }
-    if (!header.is_object()) throw Error(fmt(file, ": safetensors header must be a JSON object"));
+    if (!header.is_object())
+        throw Error(fmt(file, ": safetensors header must be a JSON object, got ", header.type_name(), kCorrupt));
 
     const uint64_t data_begin = 8 + header_len;
     const uint64_t data_size = bytes.size() - data_begin;
@@ -112,9 +154,12 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& file)
     std::vector<std::pair<uint64_t, uint64_t>> ranges;
     for (const auto& [name, entry] : header.items()) {
         if (name == "__metadata__") {
-            if (!entry.is_object()) throw Error(fmt(file, ": __metadata__ must be an object of strings"));
+            if (!entry.is_object())
+                throw Error(
+                    fmt(file, ": __metadata__ must be an object of strings, got ", entry.type_name(), kCorrupt));
             for (const auto& [k, v] : entry.items()) {
-                if (!v.is_string()) throw Error(fmt(file, ": __metadata__[", k, "] must be a string"));
+                if (!v.is_string())
+                    throw Error(fmt(file, ": __metadata__[", k, "] must be a string, got ", v.type_name(), kCorrupt));
                 out.metadata[k] = v.get<std::string>();
             }
             continue;
@@ -122,14 +167,17 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& file)
         const std::string where = fmt(file, ": tensor '", name, "'");
         if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
             !entry.contains("data_offsets"))
-            throw Error(fmt(where, ": expected {dtype, shape, data_offsets}"));
+            throw Error(fmt(where, ": expected {dtype, shape, data_offsets}, got ", entry.dump().substr(0, 200),
+                            kCorrupt));
         const auto& jd = entry["dtype"];
         DType dtype;
         if (!jd.is_string() || !parse_st_dtype(jd.get<std::string>(), &dtype))
             throw Error(fmt(where, ": unsupported dtype ", jd.dump(), "; hint: razor reads F32, I64 and U8 (save "
                             "float tensors as float32)"));
         const auto& js = entry["shape"];
-        if (!js.is_array() || js.size() > 8) throw Error(fmt(where, ": shape must be an array of at most 8 dims"));
+        if (!js.is_array() || js.size() > 8)
+            throw Error(fmt(where, ": shape must be an array of at most 8 dims, got ", js.dump().substr(0, 200),
+                            kCorrupt));
         // A zero-sized dimension makes the tensor empty whatever the others are (PyTorch writes shape [0, 3] in a
         // file of a few bytes), so the data-size bound applies to the element count, not to each dimension; the
         // non-zero dimensions are bounded by 2^62 so that every stride stays an int64.
@@ -138,7 +186,9 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& file)
         uint64_t nonzero = 1;
         bool empty = false;
         for (const auto& d : js) {
-            if (!d.is_number_unsigned()) throw Error(fmt(where, ": shape ", js.dump(), " has a non-integer entry"));
+            if (!d.is_number_unsigned())
+                throw Error(fmt(where, ": shape ", js.dump(), " has a non-integer entry; expected non-negative integers",
+                                kCorrupt));
             const uint64_t v = d.get<uint64_t>();
             if (v == 0) {
                 empty = true;
@@ -152,10 +202,11 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& file)
         }
         const uint64_t numel = empty ? 0 : nonzero;
         if (numel > data_size)
-            throw Error(fmt(where, ": shape ", js.dump(), " is larger than the file's data (", data_size, " bytes)"));
+            throw Error(fmt(where, ": shape ", js.dump(), " is larger than the file's data (", data_size,
+                            " bytes); hint: the header is corrupt or the file truncated"));
         const auto& jo = entry["data_offsets"];
         if (!jo.is_array() || jo.size() != 2 || !jo[0].is_number_unsigned() || !jo[1].is_number_unsigned())
-            throw Error(fmt(where, ": data_offsets must be [begin, end]"));
+            throw Error(fmt(where, ": data_offsets must be [begin, end], got ", jo.dump().substr(0, 200), kCorrupt));
         const uint64_t begin = jo[0].get<uint64_t>(), end = jo[1].get<uint64_t>();
         const uint64_t expected = numel * dtype_size(dtype);
         if (begin > end || end > data_size)
@@ -163,7 +214,7 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& file)
                             data_size, " bytes; hint: the file is truncated"));
         if (end - begin != expected)
             throw Error(fmt(where, ": shape ", shape_str(shape), " ", st_dtype(dtype), " needs ", expected,
-                            " bytes, data_offsets give ", end - begin));
+                            " bytes, data_offsets give ", end - begin, "; hint: the header is corrupt"));
         ranges.emplace_back(begin, end);
         Tensor t = Tensor::empty(shape, dtype);
         if (expected) std::memcpy(t.storage()->data, bytes.data() + data_begin + begin, expected);

@@ -13,6 +13,7 @@
 // so a crash leaves either the old file or the new one, never a torn one.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -33,8 +34,17 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
 std::string serialize_safetensors(const std::map<std::string, Tensor>& tensors,
                                   const std::map<std::string, std::string>& metadata = {});
 
-// Writes `bytes` to `path` atomically (temp file + fsync + rename). Throws razor::Error naming the path.
+// Writes `bytes` to `path` atomically (temp file + fsync + rename). Throws razor::Error naming the path, the system's
+// reason and a hint; the previous file at `path`, if any, is then untouched and the temporary file removed.
 void write_file_atomic(const std::string& path, const std::string& bytes);
+
+// Test-only fault injection into write_file_atomic (ENOSPC, EACCES, EIO without a full disk or a non-root user).
+// The hook is called with the destination path and a stage -- "open" before the temporary file is created, "write"
+// before each write(2) with the bytes written so far, "rename" before the final rename -- and a non-zero return is
+// taken as that system call's errno. An empty hook (the default) turns injection off. Process-wide; not for
+// concurrent use.
+using WriteFaultHook = std::function<int(const std::string& path, const char* stage, size_t bytes_done)>;
+void set_write_fault_hook_for_testing(WriteFaultHook hook);
 // Reads a whole file; throws razor::Error naming the path when it cannot.
 std::string read_file(const std::string& path);
 

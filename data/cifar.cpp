@@ -84,7 +84,9 @@ int64_t label_bytes_of(const CifarRecords& layout) {
 // Records in a file of `bytes` bytes; throws naming `source` unless it holds a non-zero number of whole records.
 int64_t record_count(int64_t bytes, const std::string& source, int64_t label_bytes) {
     const int64_t record = label_bytes + kCifarImageBytes;
-    if (bytes == 0) throw Error(fmt(source, ": empty file; expected records of ", record, " bytes"));
+    if (bytes == 0)
+        throw Error(fmt(source, ": empty file; expected records of ", record, " bytes; hint: the download or copy "
+                        "was interrupted"));
     if (bytes % record != 0) {
         const int64_t other = label_bytes == 1 ? record + 1 : record - 1;
         const std::string hint = bytes % other == 0

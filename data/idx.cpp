@@ -126,17 +126,22 @@ Tensor parse_idx_stream(ByteSource& in, const std::string& path) {
         throw Error(fmt(path, ": not an IDX file: shorter than its 4-byte magic; hint: the file is truncated"));
     if (magic[0] != 0 || magic[1] != 0)
         throw Error(fmt(path, ": not an IDX file: expected magic 00 00 08 0N, got ", int(magic[0]), " ", int(magic[1]),
-                        " ", int(magic[2]), " ", int(magic[3])));
+                        " ", int(magic[2]), " ", int(magic[3]), "; hint: the file is of another format (or gzip data "
+                        "not named .gz)"));
     if (magic[2] != 0x08)
         throw Error(fmt(path, ": IDX element type 0x", std::hex, int(magic[2]), std::dec,
-                        " is not supported; expected 0x08 (unsigned byte), as MNIST-style datasets use"));
+                        " is not supported; expected 0x08 (unsigned byte), as MNIST-style datasets use; hint: "
+                        "convert the file to unsigned bytes"));
     const int ndim = magic[3];
-    if (ndim < 1 || ndim > 4) throw Error(fmt(path, ": IDX rank ", ndim, " is out of range; expected 1 to 4"));
+    if (ndim < 1 || ndim > 4)
+        throw Error(fmt(path, ": IDX rank ", ndim, " is out of range; expected 1 to 4; hint: the header is corrupt"));
     Shape shape;
     int64_t numel = 1;
     for (int d = 0; d < ndim; ++d) {
         unsigned char b[4];
-        if (in.read(b, 4) != 4) throw Error(fmt(path, ": IDX header truncated in dimension ", d));
+        if (in.read(b, 4) != 4)
+            throw Error(fmt(path, ": IDX header truncated in dimension ", d, ": expected ", ndim,
+                            " dimensions of 4 bytes, got ", d, "; hint: the file is truncated"));
         const int64_t size = (int64_t{b[0]} << 24) | (int64_t{b[1]} << 16) | (int64_t{b[2]} << 8) | b[3];
         if (size == 0 || numel > kMaxElements / size)
             throw Error(fmt(path, ": IDX dimension ", d, " = ", size, " gives more than 2^30 elements (or zero); hint: "
@@ -185,10 +190,11 @@ ImageDataset load_fashion_mnist(const std::string& dir, bool train) {
     Tensor images = read_idx(images_path);
     Tensor labels_u8 = read_idx(labels_path);
     if (images.dim() != 3)
-        throw Error(fmt(images_path, ": expected images (N, H, W), got ", shape_str(images.shape())));
+        throw Error(fmt(images_path, ": expected images (N, H, W), got ", shape_str(images.shape()),
+                        "; hint: the images and labels files are swapped or of another dataset"));
     if (labels_u8.dim() != 1 || labels_u8.size(0) != images.size(0))
         throw Error(fmt(labels_path, ": expected ", images.size(0), " labels to match ", images_path, ", got ",
-                        shape_str(labels_u8.shape())));
+                        shape_str(labels_u8.shape()), "; hint: the two files belong to different datasets or splits"));
     ImageDataset ds;
     ds.name = "fashion-mnist/" + prefix;
     ds.num_classes = 10;
@@ -199,7 +205,8 @@ ImageDataset load_fashion_mnist(const std::string& dir, bool train) {
     const uint8_t* src = labels_u8.data<uint8_t>();
     for (int64_t i = 0; i < labels_u8.size(0); ++i) {
         if (src[i] >= 10)
-            throw Error(fmt(labels_path, ": label ", int(src[i]), " at index ", i, " is out of range for 10 classes"));
+            throw Error(fmt(labels_path, ": label ", int(src[i]), " at index ", i, " is out of range for 10 classes "
+                            "(expected 0..9); hint: the file is damaged, or not Fashion-MNIST"));
         ds.labels.i64()[i] = src[i];
     }
     return ds;

@@ -5,7 +5,7 @@
 #   bash scripts/fuzz.sh --runs N        every target for N executions
 #   bash scripts/fuzz.sh --smoke         every target once over its committed seed corpus only (seconds; CI-sized)
 #   bash scripts/fuzz.sh --time S        every target for S seconds instead of a number of executions
-#   bash scripts/fuzz.sh TARGET...       only these targets (safetensors idx idx_gz cifar image args)
+#   bash scripts/fuzz.sh TARGET...       only these targets (safetensors idx idx_gz cifar image args train_state)
 #
 # Build folder: $RAZOR_FUZZ_BUILD_DIR (default build-fuzz). New inputs the fuzzer finds go to
 # build-fuzz/corpus/<target>/ (not committed); crashes are written as build-fuzz/crashes/<target>/crash-*, and the
@@ -26,7 +26,7 @@ while (($#)); do
     esac
     shift
 done
-((${#targets[@]})) || targets=(safetensors idx idx_gz cifar image args)
+((${#targets[@]})) || targets=(safetensors idx idx_gz cifar image args train_state)
 
 # Idempotent install of the toolchain: clang and its libFuzzer/sanitizer runtimes (Debian 12: clang 14).
 if ! command -v clang++ >/dev/null || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then

@@ -108,6 +108,53 @@ def main():
                        "unknown": ["--nope", "x"]}.items():
         put("args", name, b"\x00".join(a.encode() for a in argv))
 
+    # train_state: byte 0 = optimizer (bits 0-1) | schedule << 2 (bits 2-4) | warm-up << 5, then the file, with the
+    # entries razor train writes for a Linear(2, 3) ("fc.weight", "fc.bias"); fuzz_train_state.cpp.
+    for name, (selector, state) in train_states().items():
+        put("train_state", name, bytes([selector]) + state)
+
+
+def f64(x):
+    return ("I64", [], struct.pack("<d", x))
+
+
+def i64(*values, shape=None):
+    return ("I64", [] if shape is None and len(values) == 1 else (shape or [len(values)]),
+            b"".join(struct.pack("<q", v) for v in values))
+
+
+def f32(shape, values):
+    return ("F32", shape, b"".join(struct.pack("<f", v) for v in values))
+
+
+def train_states():
+    base = {"epoch": i64(3), "step": i64(30), "best_epoch": i64(2), "best_test_acc": f64(0.625),
+            "rng.default": i64(1, 2, 3, 4), "rng.init": i64(5, 6, 7, 8), "loader.seed": i64(0), "loader.epoch": i64(3)}
+    config = {"config": json.dumps({"model": "mlp", "epochs": "10", "lr": "0.1", "sched": "cosine"}), "pair": "1-2-3"}
+    w, b = ([0.5, -0.25, 1, 2, -3, 0.125], [0.1, 0.2, 0.3])
+    sgd = {"optimizer.fc.weight.momentum_buffer": f32([3, 2], w), "optimizer.fc.bias.momentum_buffer": f32([3], b),
+           "optimizer.param_groups.0.lr": f64(0.05), "optimizer.param_groups.0.momentum": f64(0.9),
+           "optimizer.param_groups.0.dampening": f64(0), "optimizer.param_groups.0.weight_decay": f64(5e-4),
+           "optimizer.param_groups.0.nesterov": f64(1)}
+    adam = {"optimizer.fc.weight.step": i64(30), "optimizer.fc.weight.exp_avg": f32([3, 2], w),
+            "optimizer.fc.weight.exp_avg_sq": f32([3, 2], [abs(x) for x in w]), "optimizer.fc.bias.step": i64(30),
+            "optimizer.fc.bias.exp_avg": f32([3], b), "optimizer.fc.bias.exp_avg_sq": f32([3], b),
+            "optimizer.param_groups.0.lr": f64(1e-3), "optimizer.param_groups.0.beta1": f64(0.9),
+            "optimizer.param_groups.0.beta2": f64(0.999), "optimizer.param_groups.0.eps": f64(1e-8),
+            "optimizer.param_groups.0.weight_decay": f64(0), "optimizer.param_groups.0.amsgrad": f64(0)}
+    sched = {"scheduler.last_epoch": i64(30), "scheduler.base_lrs.0": f64(0.1)}
+    warm = {"scheduler.last_epoch": i64(30), "scheduler.base_lrs.0": f64(0.1), "scheduler.after.last_epoch": i64(20),
+            "scheduler.after.base_lrs.0": f64(0.1)}
+    return {
+        "sgd_onecycle": (0 | 0 << 2, safetensors({**base, **sgd, **sched}, config)),
+        "sgd_cosine_warmup": (0 | 1 << 2 | 1 << 5, safetensors({**base, **sgd, **warm}, config)),
+        "adam_step": (2 | 2 << 2, safetensors({**base, **adam, **sched}, config)),
+        "adamw_multistep": (3 | 3 << 2, safetensors({**base, **adam, **sched}, config)),
+        "sgd_plain_none": (1 | 4 << 2, safetensors({**base, **{k: v for k, v in sgd.items() if "buffer" not in k}},
+                                                   {"config": "{\"lr\": 0.1}"})),
+        "missing_rng": (0, safetensors({k: v for k, v in {**base, **sgd, **sched}.items() if k != "rng.init"})),
+    }
+
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,112 @@
+// apps/train_state.cpp -- see train_state.h.
+#include "apps/train_state.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
+#include "core/rng.h"
+
+namespace razor::apps {
+namespace {
+
+const char* kHint = "hint: resume from a folder razor train wrote";
+
+const Tensor& need(const std::map<std::string, Tensor>& state, const std::string& key, const std::string& where) {
+    auto it = state.find(key);
+    if (it == state.end()) throw Error(fmt(where, ": no entry '", key, "'; ", kHint));
+    return it->second;
+}
+
+// A one-element i64 entry in [lo, hi].
+int64_t need_i64(const std::map<std::string, Tensor>& state, const std::string& key, const std::string& where,
+                 int64_t lo, int64_t hi) {
+    const Tensor& t = need(state, key, where);
+    if (t.dtype() != DType::I64 || t.numel() != 1)
+        throw Error(fmt(where, ": entry '", key, "' must be one i64 value, got ", dtype_name(t.dtype()), " ",
+                        shape_str(t.shape()), "; ", kHint));
+    const int64_t v = t.to_vector_i64()[0];
+    if (v < lo || v > hi)
+        throw Error(fmt(where, ": entry '", key, "' must be in [", lo, ", ", hi, "], got ", v, "; ", kHint));
+    return v;
+}
+
+std::array<uint64_t, 4> need_generator_state(const std::map<std::string, Tensor>& state, const std::string& key,
+                                             const std::string& where) {
+    const Tensor& t = need(state, key, where);
+    if (t.dtype() != DType::I64 || t.numel() != 4)
+        throw Error(fmt(where, ": entry '", key, "' must be a generator state (4 x i64), got ", dtype_name(t.dtype()),
+                        " ", shape_str(t.shape()), "; ", kHint));
+    std::array<uint64_t, 4> s{};
+    const auto v = t.to_vector_i64();
+    for (int i = 0; i < 4; ++i) s[i] = static_cast<uint64_t>(v[i]);
+    if (s == std::array<uint64_t, 4>{})
+        throw Error(
+            fmt(where, ": entry '", key, "' is an all-zero generator state (xoshiro cannot leave it); ", kHint));
+    return s;
+}
+
+std::map<std::string, Tensor> with_prefix(const std::map<std::string, Tensor>& state, const std::string& prefix) {
+    std::map<std::string, Tensor> out;
+    for (const auto& [k, v] : state)
+        if (k.rfind(prefix, 0) == 0) out.emplace(k.substr(prefix.size()), v);
+    return out;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> parse_run_config(const std::string& json_text, const std::string& where) {
+    nlohmann::json stored;
+    try {
+        stored = nlohmann::json::parse(json_text);
+    } catch (const nlohmann::json::exception& e) {
+        throw Error(fmt(where, ": the run config (metadata 'config') is not JSON (", e.what(), "); ", kHint));
+    }
+    if (!stored.is_object())
+        throw Error(fmt(where, ": the run config (metadata 'config') must be a JSON object, got ", stored.type_name(),
+                        "; ", kHint));
+    std::map<std::string, std::string> flags;
+    for (const auto& [name, value] : stored.items()) {
+        if (!value.is_string())
+            throw Error(fmt(where, ": the run config's flag '", name, "' must be a string, got ", value.type_name(),
+                            "; ", kHint));
+        flags[name] = value.get<std::string>();
+    }
+    return flags;
+}
+
+ResumePoint restore_train_state(const std::map<std::string, Tensor>& state, const std::string& where,
+                                optim::Optimizer& opt, optim::LRScheduler* sched, Generator& init_gen) {
+    // Everything but the optimizer's and scheduler's entries is checked first; those two check their own entries
+    // before they change anything.
+    constexpr int64_t kMax = int64_t{1} << 53;   // positions beyond this are no real run's
+    ResumePoint p;
+    p.epoch = need_i64(state, "epoch", where, 0, kMax);
+    p.step = need_i64(state, "step", where, 0, kMax);
+    p.best_epoch = need_i64(state, "best_epoch", where, 0, p.epoch);
+    p.best_test_acc = optim::unpack_f64(need(state, "best_test_acc", where), where + ": best_test_acc");
+    if (!(p.best_test_acc == -1 || (p.best_test_acc >= 0 && p.best_test_acc <= 1)))
+        throw Error(fmt(where, ": entry 'best_test_acc' must be -1 (none yet) or an accuracy in [0, 1], got ",
+                        p.best_test_acc, "; ", kHint));
+    const auto rng_default = need_generator_state(state, "rng.default", where);
+    const auto rng_init = need_generator_state(state, "rng.init", where);
+    try {
+        opt.load_state_dict(with_prefix(state, "optimizer."));
+        if (sched) sched->load_state_dict(with_prefix(state, "scheduler."));
+    } catch (const Error& e) {
+        throw Error(fmt(where, ": ", e.what()));
+    }
+    default_generator().set_state(rng_default);
+    init_gen.set_state(rng_init);
+    return p;
+}
+
+Tensor pack_generator_state(const std::array<uint64_t, 4>& s) {
+    std::vector<int64_t> v;
+    for (uint64_t x : s) v.push_back(static_cast<int64_t>(x));
+    return Tensor::from_vector_i64({4}, v);
+}
+
+Tensor i64_scalar(int64_t v) { return Tensor::from_vector_i64({}, {v}); }
+
+}  // namespace razor::apps

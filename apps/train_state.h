@@ -1,0 +1,46 @@
+// apps/train_state.h -- reading back what razor train keeps in train_state.safetensors (checkpoint.h): the run's flags
+// (metadata "config", a JSON object of strings) and the optimizer, scheduler, RNG and loop-position tensors.
+//
+// reference: the resume half of a PyTorch training script (optimizer.load_state_dict, scheduler.load_state_dict,
+// torch.set_rng_state, start_epoch = ckpt["epoch"]). docs: docs/cli.md "Checkpoints", docs/reliability.md.
+//
+// A train state may be damaged or hand-edited, so every entry is checked (present, dtype, shape, range) before it is
+// used, and every error names the file and entry, what was expected, what was found and a hint. The fuzz target
+// tests/fuzz/fuzz_train_state.cpp feeds these functions arbitrary bytes.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "core/tensor.h"
+#include "optim/optimizer.h"
+#include "optim/scheduler.h"
+
+namespace razor::apps {
+
+// Where the run stood when the checkpoint was written.
+struct ResumePoint {
+    int64_t epoch = 0;            // epochs completed
+    int64_t step = 0;             // optimizer steps taken
+    int64_t best_epoch = 0;       // 0 = none evaluated yet
+    double best_test_acc = -1;    // -1 = none evaluated yet
+};
+
+// The run's flags from metadata "config": flag name -> value. Throws naming `where` when the text is not a JSON
+// object whose values are all strings.
+std::map<std::string, std::string> parse_run_config(const std::string& json_text, const std::string& where);
+
+// Restores `opt` from the "optimizer.*" entries, `sched` (when not null) from "scheduler.*", the default generator
+// from "rng.default" and `init_gen` from "rng.init"; returns epoch, step and the best test accuracy so far. `where`
+// names the file in errors ("runs/x/last/train_state.safetensors").
+ResumePoint restore_train_state(const std::map<std::string, Tensor>& state, const std::string& where,
+                                optim::Optimizer& opt, optim::LRScheduler* sched, Generator& init_gen);
+
+// The inverse of restore_train_state's per-entry readers, used when writing: a generator state as 4 x i64, an i64
+// scalar.
+Tensor pack_generator_state(const std::array<uint64_t, 4>& s);
+Tensor i64_scalar(int64_t v);
+
+}  // namespace razor::apps
