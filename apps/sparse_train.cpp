@@ -100,7 +100,10 @@ std::string fixed(double v, int digits) {
 
 std::string join(const std::vector<int64_t>& v) {
     std::string s;
-    for (int64_t x : v) s += (s.empty() ? "" : ",") + fmt(x);
+    for (int64_t x : v) {
+        if (!s.empty()) s += ',';
+        s += fmt(x);
+    }
     return s;
 }
 
@@ -399,6 +402,14 @@ int run_sparse_train(const std::vector<std::string>& argv) {
     fs::create_directories(fs::path(out) / "subnet");
     const std::string sub_path = (fs::path(out) / "subnet" / kModelFile).string();
     save_safetensors(sub_path, sub.model->state_dict(), sub_meta);
+    {
+        // an input and the export's eval-mode logits, for scripts/check_interop.py (the PyTorch side)
+        NoGradGuard no_grad;
+        Generator io_gen(static_cast<uint64_t>(seed) + 21);
+        const Tensor x = Tensor::randn({4, image[0], image[1], image[2]}, io_gen);
+        save_safetensors((fs::path(out) / "subnet" / "model.logits.safetensors").string(),
+                         {{"input", x}, {"logits", (*sub.model)(x)}});
+    }
     const EvalResult check = evaluate(*sub.model, data.test, data.mean, data.std, args.integer("eval-batch"));
     log << json{{"phase", "export"}, {"params", sub.model->num_parameters()}, {"dense_params", model->num_parameters()},
                 {"widths", sub.widths}, {"test_acc", check.accuracy}, {"last_test_acc", last_acc},
