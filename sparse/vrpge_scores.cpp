@@ -91,6 +91,7 @@ ChannelMasks align_kept(const ChannelScores& scores, ChannelMasks masks, int64_t
     for (size_t i = 0; i < layers.size(); ++i) {
         if (!layers[i].masked) continue;
         const int64_t C = layers[i].channels;
+        masks.m[i] = masks.m[i].contiguous().clone();   // the caller's mask tensor stays as it was
         float* mp = masks.m[i].data<float>();
         int64_t kept = 0;
         for (int64_t c = 0; c < C; ++c) kept += mp[c] != 0.f;

@@ -35,7 +35,7 @@ std::vector<json> read_log(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("vrpge on resnet20: one compact iteration -- w.grad is the two-pass average of the masked passes, s only "
+TEST_CASE("VrpgeTrainer on resnet20: one compact iteration -- w.grad is the two-pass average of the masked passes, s only "
           "moves by Adam + projection, Σ s <= budget") {
     Generator gen(11);
     auto model = models::make_model("resnet20", 10, gen);
