@@ -8,6 +8,10 @@
 // is reported. Memory figures: saved_bytes / saved_dense_bytes are the tape accounting's peak within a step (what the
 // tape stored, and what a dense tape would have stored); peak_tensor_bytes is the tracking allocator's peak over the
 // timed steps (weights, gradients, optimizer state, activations, tape); peak_rss_bytes is the process's VmHWM.
+//
+// --keep K times one VR-PGE phase-A iteration instead (apps/vrpge_common.h; both sampled passes, estimator, joint
+// clip, Adam on s, SGD on w, projection), every s at K and rho = K, compact channel execution; the same fields plus
+// keep, variant, align and flops_ratio (MACs of the sampled subnets over dense, per pass, averaged).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +19,7 @@
 
 #include "apps/args.h"
 #include "apps/commands.h"
+#include "apps/vrpge_common.h"
 #include "core/core.h"
 #include "models/registry.h"
 #include "optim/sgd.h"
@@ -34,6 +39,9 @@ int run_bench(const std::vector<std::string>& argv) {
         .flag("channels", "3", "input channels")
         .flag("image-size", "32", "input height = width")
         .flag("seed", "0", "seed for init and the synthetic batch")
+        .flag("keep", "0", "VR-PGE: time the sparse-training iteration at this channel keep ratio (0 = dense step)")
+        .boolean("one-backward", "VR-PGE: the cheaper variant (two forwards, one backward; not the reference)")
+        .flag("align", "0", "VR-PGE: round kept counts up to a multiple of this (changes the algorithm)")
         .boolean("json", "print one JSON line (for scripts) instead of the table");
     args.parse(argv);
     if (args.help_requested()) {
@@ -52,6 +60,20 @@ int run_bench(const std::vector<std::string>& argv) {
     Generator gen(static_cast<uint64_t>(args.integer("seed")));
     auto model = models::make_model(name, classes, gen, options);
     optim::SGD opt(model->named_parameters(), {.lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true});
+    const double keep = args.real("keep");
+    if (keep < 0 || keep > 1) throw Error(fmt("razor bench: --keep must be in (0, 1] (0 = dense), got ", keep));
+    std::unique_ptr<VrpgeTrainer> vrpge;
+    if (keep > 0) {
+        VrpgeTrainerOptions o;
+        o.s_init = static_cast<float>(keep);
+        o.adam.lr = 12e-3;
+        o.sgd = {.lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4};
+        o.step.rho = keep;
+        o.step.variant = args.on("one-backward") ? sparse::VrpgeVariant::OneBackward : sparse::VrpgeVariant::TwoBackward;
+        o.step.align = args.integer("align");
+        vrpge = std::make_unique<VrpgeTrainer>(model, o);
+    }
+    double flops_ratio = 0;
     const Tensor x = Tensor::randn({batch, options.in_channels, options.image_size, options.image_size}, gen);
     std::vector<int64_t> y(batch);
     for (auto& v : y) v = static_cast<int64_t>(gen.randint(static_cast<uint64_t>(classes)));
@@ -63,10 +85,15 @@ int run_bench(const std::vector<std::string>& argv) {
         if (s == warmup) reset_peak_memory();
         TapeAccounting::instance().reset_peak();
         const auto t0 = std::chrono::steady_clock::now();
-        opt.zero_grad();
-        Tensor loss = cross_entropy((*model)(x), labels);
-        loss.backward();
-        opt.step();
+        if (vrpge) {
+            const double ratio = vrpge->step(x, labels, gen).cost_ratio;
+            if (s >= warmup) flops_ratio += ratio / steps;
+        } else {
+            opt.zero_grad();
+            Tensor loss = cross_entropy((*model)(x), labels);
+            loss.backward();
+            opt.step();
+        }
         const double elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         if (s < warmup) continue;
         ms.push_back(elapsed);
@@ -79,7 +106,7 @@ int run_bench(const std::vector<std::string>& argv) {
     const double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
     const double img_per_s = batch / (median / 1000);
 
-    const nlohmann::json j = {{"model", name},
+    nlohmann::json j = {{"model", name},
                               {"batch", batch},
                               {"threads", num_threads()},
                               {"steps", steps},
@@ -94,6 +121,10 @@ int run_bench(const std::vector<std::string>& argv) {
                               {"peak_tensor_bytes", memory_stats().peak_bytes},
                               {"peak_rss_bytes", peak_rss_bytes()},
                               {"build", build_type()}};
+    if (vrpge) {
+        j["keep"] = keep, j["variant"] = variant_name(vrpge->options.variant), j["align"] = vrpge->options.align;
+        j["flops_ratio"] = flops_ratio;
+    }
     if (args.on("json")) {
         std::printf("%s\n", j.dump().c_str());
         return 0;
@@ -104,6 +135,11 @@ int run_bench(const std::vector<std::string>& argv) {
                 static_cast<long long>(options.in_channels), static_cast<long long>(options.image_size),
                 static_cast<long long>(options.image_size), static_cast<long long>(steps),
                 static_cast<long long>(warmup));
+    if (vrpge)
+        std::printf("  VR-PGE iteration    keep %g, %s%s, sampled subnet MACs %.3fx dense per pass\n", keep,
+                    variant_name(vrpge->options.variant).c_str(),
+                    vrpge->options.align ? fmt(", --align ", vrpge->options.align, " (changes the algorithm)").c_str() : "",
+                    flops_ratio);
     std::printf("  step (median)       %.1f ms   (min %.1f, max %.1f)\n", median, sorted.front(), sorted.back());
     std::printf("  throughput          %.0f img/s on %d threads\n", img_per_s, num_threads());
     std::printf("  parameters          %lld (%s)\n", static_cast<long long>(model->num_parameters()),

@@ -11,5 +11,6 @@ int run_info(const std::vector<std::string>& args);
 int run_train(const std::vector<std::string>& args);
 int run_eval(const std::vector<std::string>& args);
 int run_bench(const std::vector<std::string>& args);
+int run_sparse_train(const std::vector<std::string>& args);
 
 }  // namespace razor::apps

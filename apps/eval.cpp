@@ -69,7 +69,12 @@ int run_eval(const std::vector<std::string>& argv) {
     const int64_t K = data.test.num_classes;
 
     Generator gen(0);
-    auto model = models::make_model(model_name, K, gen, {.in_channels = image[0], .image_size = image[1]});
+    // A sparse-train subnetwork stores its per-conv widths (models::ModelOptions::widths).
+    std::vector<int64_t> widths;
+    for (double w : parse_number_list("razor eval", "widths (checkpoint metadata)", meta("widths", "")))
+        widths.push_back(static_cast<int64_t>(w));
+    auto model = models::make_model(model_name, K, gen,
+                                    {.in_channels = image[0], .image_size = image[1], .widths = widths});
     try {
         model->load_state_dict(ck.model);
     } catch (const Error& e) {

@@ -19,7 +19,8 @@ const char* kUsage =
     "  info     a model's layers: output shapes, parameters, FLOPs, saved-activation bytes (razor info --list)\n"
     "  train    train a model on CIFAR-10/100, Fashion-MNIST or an image folder: checkpoints, resume, log, curves\n"
     "  eval     a checkpoint's test accuracy, loss and per-class accuracy\n"
-    "  bench    time the full training step (forward, backward, SGD) on synthetic data; --json for one line\n";
+    "  bench    time the full training step (forward, backward, SGD) on synthetic data; --json for one line\n"
+    "  sparse-train  VR-PGE channel-sparse training, subnetwork fine-tune and export of a smaller dense model\n";
 }
 
 int main(int argc, char** argv) {
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
         {"train", razor::apps::run_train},
         {"eval", razor::apps::run_eval},
         {"bench", razor::apps::run_bench},
+        {"sparse-train", razor::apps::run_sparse_train},
     };
     if (argc < 2 || std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help") {
         std::fputs(kUsage, argc < 2 ? stderr : stdout);

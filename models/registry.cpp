@@ -22,6 +22,16 @@ void require_32(const std::string& name, const ModelOptions& o) {
                         "; hint: use mlp or lenet5 for 28x28 inputs"));
 }
 
+std::shared_ptr<nn::Module> resnet(int64_t n, std::array<int64_t, 3> w, Shortcut kind, const ModelOptions& o,
+                                   int64_t classes, Generator& g) {
+    if (o.widths.empty()) return std::make_shared<CifarResNet>(n, w, kind, o.in_channels, classes, g);
+    return CifarResNet::from_widths(n, kind, o.in_channels, classes, o.widths, g);
+}
+
+std::vector<int64_t> vgg_config(const std::vector<int64_t>& config, const ModelOptions& o) {
+    return o.widths.empty() ? config : VGG::with_widths(config, o.widths);
+}
+
 const std::vector<std::pair<std::string, Builder>>& registry() {
     static const std::vector<std::pair<std::string, Builder>> r = {
         {"mlp",
@@ -34,29 +44,29 @@ const std::vector<std::pair<std::string, Builder>>& registry() {
          }},
         {"resnet20",
          [](int64_t k, Generator& g, const ModelOptions& o) {
-             return std::make_shared<CifarResNet>(3, std::array<int64_t, 3>{16, 32, 64}, Shortcut::A, o.in_channels, k, g);
+             return resnet(3, {16, 32, 64}, Shortcut::A, o, k, g);
          }},
         {"resnet32",
          [](int64_t k, Generator& g, const ModelOptions& o) {
-             return std::make_shared<CifarResNet>(5, std::array<int64_t, 3>{16, 32, 64}, Shortcut::A, o.in_channels, k, g);
+             return resnet(5, {16, 32, 64}, Shortcut::A, o, k, g);
          }},
         {"resnet56",
          [](int64_t k, Generator& g, const ModelOptions& o) {
-             return std::make_shared<CifarResNet>(9, std::array<int64_t, 3>{16, 32, 64}, Shortcut::A, o.in_channels, k, g);
+             return resnet(9, {16, 32, 64}, Shortcut::A, o, k, g);
          }},
         {"resnet32x2",
          [](int64_t k, Generator& g, const ModelOptions& o) {
-             return std::make_shared<CifarResNet>(5, std::array<int64_t, 3>{32, 64, 128}, Shortcut::B, o.in_channels, k, g);
+             return resnet(5, {32, 64, 128}, Shortcut::B, o, k, g);
          }},
         {"vgg16_bn",
          [](int64_t k, Generator& g, const ModelOptions& o) {
              require_32("vgg16_bn", o);
-             return std::make_shared<VGG>(VGG::config16(), o.in_channels, k, g);
+             return std::make_shared<VGG>(vgg_config(VGG::config16(), o), o.in_channels, k, g);
          }},
         {"vgg19_bn",
          [](int64_t k, Generator& g, const ModelOptions& o) {
              require_32("vgg19_bn", o);
-             return std::make_shared<VGG>(VGG::config19(), o.in_channels, k, g);
+             return std::make_shared<VGG>(vgg_config(VGG::config19(), o), o.in_channels, k, g);
          }},
         {"vit_tiny",
          [](int64_t k, Generator& g, const ModelOptions& o) {
@@ -99,6 +109,9 @@ std::shared_ptr<nn::Module> make_model(const std::string& name, int64_t num_clas
         throw Error(fmt("make_model(", name, "): depth ", options.depth,
                         " is not a setting of this model; hint: depth applies to vit_tiny only (resnet depth is in "
                         "the name)"));
+    if (!options.widths.empty() && (name == "mlp" || name == "lenet5" || name == "vit_tiny"))
+        throw Error(fmt("make_model(", name, "): widths are a setting of the resnets and vggs only (sparse-train "
+                        "subnetworks), got ", options.widths.size(), " values"));
     return (*builder)(num_classes, gen, options);
 }
 

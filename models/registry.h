@@ -21,6 +21,9 @@ struct ModelOptions {
     int64_t in_channels = 3;   // C
     int64_t image_size = 32;   // H = W
     int64_t depth = 0;         // vit_tiny: number of transformer blocks (0 = the default, 12); others: must stay 0
+    // resnets and vggs: the out-channels of every masked scored layer (models/channel_plan.h), for the physically
+    // smaller subnetworks razor sparse-train exports (ChannelPrunable::Extracted::widths); empty = the zoo widths.
+    std::vector<int64_t> widths = {};
 };
 
 // Throws razor::Error for an unknown name (listing the valid ones), num_classes < 1, or options the family cannot

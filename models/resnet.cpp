@@ -1,6 +1,9 @@
 // models/resnet.cpp -- see resnet.h.
 #include "models/resnet.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "nn/init.h"
 
 namespace razor::models {
@@ -31,10 +34,11 @@ Tensor PadShortcut::forward(const Tensor& x) {
     return concat({zeros, sub, zeros}, 1);   // (N, out, H/s, W/s); the zeros get no gradient
 }
 
-BasicBlock::BasicBlock(int64_t in, int64_t out, int64_t stride, Shortcut kind, Generator& gen) {
-    conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(in, out, conv3x3(stride), gen));
-    bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(out));
-    conv2 = register_module("conv2", std::make_shared<nn::Conv2d>(out, out, conv3x3(1), gen));
+BasicBlock::BasicBlock(int64_t in, int64_t out, int64_t stride, Shortcut kind, Generator& gen, int64_t mid) {
+    if (mid == 0) mid = out;
+    conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(in, mid, conv3x3(stride), gen));
+    bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(mid));
+    conv2 = register_module("conv2", std::make_shared<nn::Conv2d>(mid, out, conv3x3(1), gen));
     bn2 = register_module("bn2", std::make_shared<nn::BatchNorm2d>(out));
     if (stride != 1 || in != out) {
         if (kind == Shortcut::A) {
@@ -55,8 +59,11 @@ Tensor BasicBlock::forward(const Tensor& x) {
 }
 
 CifarResNet::CifarResNet(int64_t n, std::array<int64_t, 3> w, Shortcut kind, int64_t C, int64_t classes,
-                         Generator& gen) {
+                         Generator& gen, std::vector<int64_t> mid)
+    : blocks_per_stage(n), shortcut_kind(kind) {
     if (n < 1) throw Error(fmt("CifarResNet: blocks_per_stage must be >= 1, got ", n));
+    if (!mid.empty() && static_cast<int64_t>(mid.size()) != 3 * n)
+        throw Error(fmt("CifarResNet: expected ", 3 * n, " mid_widths (one per block), got ", mid.size()));
     conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(C, w[0], conv3x3(1), gen));
     bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(w[0]));
     int64_t in = w[0];
@@ -64,7 +71,8 @@ CifarResNet::CifarResNet(int64_t n, std::array<int64_t, 3> w, Shortcut kind, int
     for (int s = 0; s < 3; ++s) {
         auto stage = std::make_shared<nn::Sequential>();
         for (int64_t b = 0; b < n; ++b) {
-            stage->add(std::make_shared<BasicBlock>(in, w[s], b == 0 && s > 0 ? 2 : 1, kind, gen));
+            stage->add(std::make_shared<BasicBlock>(in, w[s], b == 0 && s > 0 ? 2 : 1, kind, gen,
+                                                    mid.empty() ? 0 : mid[s * n + b]));
             in = w[s];
         }
         *stages[s] = register_module("layer" + std::to_string(s + 1), stage);
@@ -74,10 +82,215 @@ CifarResNet::CifarResNet(int64_t n, std::array<int64_t, 3> w, Shortcut kind, int
 }
 
 Tensor CifarResNet::forward(const Tensor& x) {
+    if (plan_) return compact_forward(x);
     Tensor h = relu((*bn1)((*conv1)(x)));                  // (N, w0, H, W)
     h = (*layer3)((*layer2)((*layer1)(h)));                // (N, w2, H/4, W/4)
     h = flatten(adaptive_avg_pool2d(h, {1, 1}), 1);        // (N, w2): global average pool
     return (*linear)(h);                                   // (N, classes)
+}
+
+}  // namespace razor::models
+
+// ---- compact channel execution (channel_plan.h) ----
+
+namespace razor::models {
+namespace {
+
+std::vector<int64_t> iota_vec(int64_t n) {
+    std::vector<int64_t> v(n);
+    for (int64_t i = 0; i < n; ++i) v[i] = i;
+    return v;
+}
+
+std::vector<int64_t> set_union(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+    std::vector<int64_t> u;
+    std::set_union(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(u));
+    return u;
+}
+
+// dst.weight = src.weight[rows][:, cols], with the rows not in `live` (a subset of rows) zeroed.
+void copy_conv(nn::Conv2d& dst, const nn::Conv2d& src, const std::vector<int64_t>& rows,
+               const std::vector<int64_t>& live, const std::vector<int64_t>& cols) {
+    NoGradGuard no_grad;
+    Tensor w = index_select(index_select(src.weight, 0, index_tensor(rows)), 1, index_tensor(cols)).contiguous();
+    const int64_t row = w.numel() / std::max<int64_t>(1, w.size(0));
+    size_t j = 0;
+    for (size_t r = 0; r < rows.size(); ++r) {
+        while (j < live.size() && live[j] < rows[r]) ++j;
+        if (j == live.size() || live[j] != rows[r]) std::fill_n(w.f32() + r * row, row, 0.f);
+    }
+    dst.weight.detach().copy_(w);
+    dst.weight.bump_version();
+}
+
+// dst = src's channels `rows`; rows not in `live` get gamma = beta = 0 (output exactly 0), mean 0, var 1.
+void copy_bn(nn::BatchNorm2d& dst, const nn::BatchNorm2d& src, const std::vector<int64_t>& rows,
+             const std::vector<int64_t>& live) {
+    NoGradGuard no_grad;
+    const Tensor idx = index_tensor(rows);
+    Tensor g = index_select(src.weight, 0, idx), b = index_select(src.bias, 0, idx);
+    Tensor m = index_select(src.running_mean, 0, idx), v = index_select(src.running_var, 0, idx);
+    for (size_t r = 0; r < rows.size(); ++r)
+        if (!std::binary_search(live.begin(), live.end(), rows[r]))
+            g.f32()[r] = 0.f, b.f32()[r] = 0.f, m.f32()[r] = 0.f, v.f32()[r] = 1.f;
+    for (auto [d, s] : {std::pair{dst.weight, g}, {dst.bias, b}, {dst.running_mean, m}, {dst.running_var, v}}) {
+        d.detach().copy_(s);
+        d.bump_version();
+    }
+    dst.num_batches_tracked.detach().copy_(src.num_batches_tracked);
+}
+
+}  // namespace
+
+nn::Conv2d* BasicBlock::shortcut_conv() const {
+    auto* seq = dynamic_cast<nn::Sequential*>(shortcut.get());
+    return seq ? dynamic_cast<nn::Conv2d*>(seq->named_children()[0].second.get()) : nullptr;
+}
+nn::BatchNorm2d* BasicBlock::shortcut_bn() const {
+    auto* seq = dynamic_cast<nn::Sequential*>(shortcut.get());
+    return seq ? dynamic_cast<nn::BatchNorm2d*>(seq->named_children()[1].second.get()) : nullptr;
+}
+
+Compact BasicBlock::compact_forward(const Compact& x, const ChannelPlan& plan, size_t& l, PlanCost& cost) {
+    Compact h = compact_relu(compact_batch_norm(*bn1, compact_conv(*conv1, x, plan.kept[l++], cost)));
+    h = compact_batch_norm(*bn2, compact_conv(*conv2, h, plan.kept[l++], cost));   // (N, |O2|, H/s, W/s)
+    Compact sc = x;                                                                   // identity
+    if (auto* conv = shortcut_conv()) {
+        sc = compact_batch_norm(*shortcut_bn(), compact_conv(*conv, x, plan.kept[l++], cost));
+    } else if (auto* pad = dynamic_cast<PadShortcut*>(shortcut.get())) {
+        // option A: subsample, and the channels move up by the zero pad (pad channels are 0: not in the set)
+        sc.x = slice(slice(x.x, 2, 0, x.x.size(2), pad->stride), 3, 0, x.x.size(3), pad->stride);
+        for (int64_t& c : sc.idx) c += (pad->out_channels - pad->in_channels) / 2;
+    }
+    return compact_relu(compact_add(sc, h));   // the residual add over the union of the two channel sets
+}
+
+std::vector<BasicBlock*> CifarResNet::blocks() const {
+    std::vector<BasicBlock*> out;
+    for (const auto* stage : {layer1.get(), layer2.get(), layer3.get()})
+        for (const auto& [name, child] : stage->named_children()) out.push_back(static_cast<BasicBlock*>(child.get()));
+    return out;
+}
+
+std::vector<sparse::ScoredLayer> CifarResNet::scored_layers() const {
+    std::vector<sparse::ScoredLayer> layers = {{"conv1", conv1->out_channels, true, {}}};
+    std::vector<std::string> stream = {"conv1"};   // the layers whose outputs the residual stream holds
+    const auto bs = blocks();
+    for (size_t i = 0; i < bs.size(); ++i) {
+        const std::string prefix = fmt("layer", i / blocks_per_stage + 1, ".", i % blocks_per_stage, ".");
+        layers.push_back({prefix + "conv1", bs[i]->conv1->out_channels, true, stream});
+        layers.push_back({prefix + "conv2", bs[i]->conv2->out_channels, true, {prefix + "conv1"}});
+        if (auto* sc = bs[i]->shortcut_conv()) {
+            layers.push_back({prefix + "shortcut.0", sc->out_channels, true, stream});
+            stream = {prefix + "shortcut.0"};
+        }
+        stream.push_back(prefix + "conv2");
+    }
+    layers.push_back({"linear", linear->out_features, false, stream});
+    return layers;
+}
+
+Tensor CifarResNet::compact_forward(const Tensor& x) {
+    const ChannelPlan& plan = *plan_;
+    cost_ = {};
+    size_t l = 0;
+    Compact h = compact_relu(compact_batch_norm(*bn1, compact_conv(*conv1, compact_all(x), plan.kept[l++], cost_)));
+    for (BasicBlock* b : blocks()) h = b->compact_forward(h, plan, l, cost_);
+    h.x = flatten(adaptive_avg_pool2d(h.x, {1, 1}), 1);   // (N, |A|): global average pool of the active channels
+    return compact_linear(*linear, h, cost_);             // (N, classes)
+}
+
+ChannelPrunable::Extracted CifarResNet::extract(const ChannelPlan& plan) const {
+    if (plan.kept.size() != scored_layers().size())
+        throw Error(fmt("CifarResNet::extract: expected a plan with ", scored_layers().size(), " lists, got ",
+                        plan.kept.size()));
+    const auto bs = blocks();
+    const int64_t n = blocks_per_stage;
+    const bool narrow_stream = shortcut_kind == Shortcut::B;
+    // The plan index of every block's conv1 (conv2 follows, then the shortcut conv if any).
+    std::vector<size_t> at(bs.size());
+    size_t l = 1;
+    for (size_t i = 0; i < bs.size(); ++i) at[i] = l, l += bs[i]->shortcut_conv() ? 3 : 2;
+    // U_s: the channels of stage s's stream that some layer writes (all of them for option A).
+    std::array<std::vector<int64_t>, 3> U;
+    for (int s = 0; s < 3; ++s) {
+        const int64_t width = bs[s * n]->conv2->out_channels;
+        if (!narrow_stream) {
+            U[s] = iota_vec(width);
+            continue;
+        }
+        if (s == 0) U[s] = plan.kept[0];
+        for (int64_t b = 0; b < n; ++b) {
+            const size_t i = s * n + b;
+            U[s] = set_union(U[s], plan.kept[at[i] + 1]);
+            if (bs[i]->shortcut_conv()) U[s] = set_union(U[s], plan.kept[at[i] + 2]);
+        }
+        if (s > 0 && !bs[s * n]->shortcut_conv()) U[s] = set_union(U[s], U[s - 1]);   // identity across stages
+    }
+    std::vector<int64_t> mids, widths = {static_cast<int64_t>(U[0].size())};
+    for (size_t i = 0; i < bs.size(); ++i) {
+        const int64_t s = static_cast<int64_t>(i) / n;
+        mids.push_back(static_cast<int64_t>(plan.kept[at[i]].size()));
+        widths.push_back(mids.back());
+        widths.push_back(static_cast<int64_t>(U[s].size()));
+        if (bs[i]->shortcut_conv()) widths.push_back(static_cast<int64_t>(U[s].size()));
+    }
+    Generator gen(0);
+    auto out = std::make_shared<CifarResNet>(
+        n, std::array<int64_t, 3>{int64_t(U[0].size()), int64_t(U[1].size()), int64_t(U[2].size())}, shortcut_kind,
+        conv1->in_channels, linear->out_features, gen, mids);
+    copy_conv(*out->conv1, *conv1, U[0], plan.kept[0], iota_vec(conv1->in_channels));
+    copy_bn(*out->bn1, *bn1, U[0], plan.kept[0]);
+    const auto obs = out->blocks();
+    for (size_t i = 0; i < bs.size(); ++i) {
+        const int64_t s = static_cast<int64_t>(i) / n;
+        const auto& in = (i % n == 0 && s > 0) ? U[s - 1] : U[s];
+        const auto& o1 = plan.kept[at[i]];
+        copy_conv(*obs[i]->conv1, *bs[i]->conv1, o1, o1, in);
+        copy_bn(*obs[i]->bn1, *bs[i]->bn1, o1, o1);
+        copy_conv(*obs[i]->conv2, *bs[i]->conv2, U[s], plan.kept[at[i] + 1], o1);
+        copy_bn(*obs[i]->bn2, *bs[i]->bn2, U[s], plan.kept[at[i] + 1]);
+        if (auto* sc = bs[i]->shortcut_conv()) {
+            copy_conv(*obs[i]->shortcut_conv(), *sc, U[s], plan.kept[at[i] + 2], in);
+            copy_bn(*obs[i]->shortcut_bn(), *bs[i]->shortcut_bn(), U[s], plan.kept[at[i] + 2]);
+        }
+    }
+    {
+        NoGradGuard no_grad;
+        out->linear->weight.detach().copy_(index_select(linear->weight, 1, index_tensor(U[2])));
+        out->linear->bias.detach().copy_(linear->bias);
+    }
+    out->train(is_training());
+    return {out, widths};
+}
+
+std::shared_ptr<CifarResNet> CifarResNet::from_widths(int64_t n, Shortcut kind, int64_t C, int64_t classes,
+                                                      const std::vector<int64_t>& widths, Generator& gen) {
+    // stem, then per block conv1, conv2 and (option B, first block of stages 2 and 3) the shortcut conv
+    const size_t expected = 1 + 6 * n + (kind == Shortcut::B ? 2 : 0);
+    auto bad = [&](const std::string& why) {
+        return Error(fmt("CifarResNet: ", widths.size(), " widths do not describe a ", 6 * n + 2, "-layer CIFAR ResNet (",
+                         why, "); hint: pass the widths razor sparse-train stored with the model"));
+    };
+    if (widths.size() != expected) throw bad(fmt("expected ", expected, " values"));
+    for (int64_t w : widths)
+        if (w < 1) throw bad("every width must be >= 1");
+    std::array<int64_t, 3> stage{};
+    std::vector<int64_t> mid;
+    size_t l = 1;
+    for (int64_t s = 0; s < 3; ++s)
+        for (int64_t b = 0; b < n; ++b) {
+            mid.push_back(widths[l]);
+            const int64_t out = widths[l + 1];
+            if (b == 0) stage[s] = out;
+            if (out != stage[s] || (s == 0 && out != widths[0])) throw bad("conv2 widths differ within a stage");
+            l += 2;
+            if (kind == Shortcut::B && b == 0 && s > 0) {
+                if (widths[l] != out) throw bad("a shortcut's width differs from its stage's");
+                ++l;
+            }
+        }
+    return std::make_shared<CifarResNet>(n, stage, kind, C, classes, gen, mid);
 }
 
 }  // namespace razor::models

@@ -22,10 +22,19 @@
 // linear.weight, linear.bias. Init as that recipe: kaiming_normal_ (fan_in, ReLU gain: N(0, 2 / fan_in)) on every
 // conv and on the Linear weight; the Linear bias keeps PyTorch's default U(-1/sqrt(in), +); BN weight 1, bias 0.
 // docs: docs/models.md.
+//
+// Compact channel execution (VR-PGE, models/channel_plan.h): scored layers are conv1, then per block conv1, conv2 and
+// the projection shortcut's conv (shortcut.0), then linear (unmasked). With a plan set, forward runs every conv on
+// its kept channels and keeps the residual stream compact over the union of the channels written into it.
+// extract(plan): a CifarResNet with the same blocks whose block-internal widths (conv1 out, conv2 in) are |O| and,
+// for option B, whose stage widths are the stream's union U_s (stem, conv2 and shortcut rows of U_s that their own
+// plan drops are zero filters with BN gamma = beta = 0, so they output exactly 0 in eval mode). Option A keeps the
+// stage widths (its zero-pad shortcut fixes the channel layout) with the same zero rows.
 #pragma once
 
 #include <array>
 
+#include "models/channel_plan.h"
 #include "nn/batchnorm.h"
 #include "nn/conv.h"
 #include "nn/linear.h"
@@ -47,8 +56,14 @@ public:
 
 class BasicBlock : public nn::Module {
 public:
-    BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride, Shortcut shortcut, Generator& gen);
+    // mid_channels: conv1's outputs (0 = out_channels; a narrower block from CifarResNet::extract).
+    BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride, Shortcut shortcut, Generator& gen,
+               int64_t mid_channels = 0);
     Tensor forward(const Tensor& x) override;   // (N, in, H, W) -> (N, out, H/stride, W/stride)
+    // The compact forward: consumes kept[l], kept[l+1] (and kept[l+2] for a projection shortcut), advancing l.
+    Compact compact_forward(const Compact& x, const ChannelPlan& plan, size_t& l, PlanCost& cost);
+    nn::Conv2d* shortcut_conv() const;      // the projection shortcut's conv, or null
+    nn::BatchNorm2d* shortcut_bn() const;
     std::string type_name() const override { return "BasicBlock"; }
 
     std::shared_ptr<nn::Conv2d> conv1, conv2;
@@ -56,18 +71,33 @@ public:
     std::shared_ptr<nn::Module> shortcut;   // null for the identity
 };
 
-class CifarResNet : public nn::Module {
+class CifarResNet : public nn::Module, public ChannelPrunable {
 public:
-    // blocks_per_stage n (depth 6n + 2), stage widths, shortcut option.
+    // blocks_per_stage n (depth 6n + 2), stage widths, shortcut option. mid_widths: conv1 outputs of every block in
+    // order (empty = the stage widths).
     CifarResNet(int64_t blocks_per_stage, std::array<int64_t, 3> widths, Shortcut shortcut, int64_t in_channels,
-                int64_t num_classes, Generator& gen = default_generator());
+                int64_t num_classes, Generator& gen = default_generator(), std::vector<int64_t> mid_widths = {});
+    // The same from the out-channels of every masked scored layer (ModelOptions::widths, Extracted::widths):
+    // stem, then per block conv1, conv2 [, shortcut conv]. Throws when they do not describe such a network.
+    static std::shared_ptr<CifarResNet> from_widths(int64_t blocks_per_stage, Shortcut shortcut, int64_t in_channels,
+                                                    int64_t num_classes, const std::vector<int64_t>& widths,
+                                                    Generator& gen);
     Tensor forward(const Tensor& x) override;   // (N, C, H, W) -> (N, classes)
     std::string type_name() const override { return "CifarResNet"; }
+
+    std::vector<sparse::ScoredLayer> scored_layers() const override;
+    Extracted extract(const ChannelPlan& plan) const override;
 
     std::shared_ptr<nn::Conv2d> conv1;
     std::shared_ptr<nn::BatchNorm2d> bn1;
     std::shared_ptr<nn::Sequential> layer1, layer2, layer3;
     std::shared_ptr<nn::Linear> linear;
+    int64_t blocks_per_stage;
+    Shortcut shortcut_kind;
+
+private:
+    std::vector<BasicBlock*> blocks() const;
+    Tensor compact_forward(const Tensor& x);
 };
 
 }  // namespace razor::models

@@ -12,16 +12,21 @@
 // for its BN (ReLU and pool entries hold none), classifier.weight, classifier.bias. Init as torchvision's VGG:
 // conv kaiming_normal_(fan_out, ReLU gain), BN weight 1 bias 0, Linear N(0, 0.01) and bias 0.
 // Parameters (10 classes): vgg16_bn 14,724,042, vgg19_bn 20,035,018.
+//
+// Compact channel execution (VR-PGE, models/channel_plan.h): scored layers are the convs features.<i> in order, then
+// the classifier (unmasked). A plain chain: each conv reads exactly its predecessor's kept channels.
+// extract(plan): the VGG whose conv i has |O_i| channels (the classifier reads the last conv's kept channels).
 #pragma once
 
 #include <vector>
 
+#include "models/channel_plan.h"
 #include "nn/linear.h"
 #include "nn/sequential.h"
 
 namespace razor::models {
 
-class VGG : public nn::Module {
+class VGG : public nn::Module, public ChannelPrunable {
 public:
     // config: output channels of each conv, 0 for a max-pool. Inputs must be 32x32 (five pools down to 1x1).
     VGG(const std::vector<int64_t>& config, int64_t in_channels, int64_t num_classes,
@@ -31,9 +36,19 @@ public:
 
     static std::vector<int64_t> config16();
     static std::vector<int64_t> config19();
+    // `config` with its conv widths replaced by `widths` (one per conv; ModelOptions::widths). Throws on a count
+    // mismatch or a width < 1.
+    static std::vector<int64_t> with_widths(const std::vector<int64_t>& config, const std::vector<int64_t>& widths);
+
+    std::vector<sparse::ScoredLayer> scored_layers() const override;
+    Extracted extract(const ChannelPlan& plan) const override;
 
     std::shared_ptr<nn::Sequential> features;
     std::shared_ptr<nn::Linear> classifier;
+    std::vector<int64_t> config;
+
+private:
+    Tensor compact_forward(const Tensor& x);
 };
 
 }  // namespace razor::models

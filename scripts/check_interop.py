@@ -7,7 +7,8 @@ razor's models (scripts/fixtures/ops_models.py). Needs torch and numpy (Debian: 
         reference model NAME (default: the file's "model" metadata entry, else resnet20), puts it in eval mode and
         compares its logits with razor's: the file PATH with ".safetensors" replaced by ".logits.safetensors" holds
         "input" (N, C, H, W) and razor's eval-mode "logits" (N, classes). The reference runs in float64 from the
-        float32 weights.
+        float32 weights. A razor sparse-train export (metadata "widths") is loaded into the reference model built
+        with those widths (narrow_model).
 
     scripts/check_interop.py --write-torch DIR [--model NAME]
         The other direction: writes DIR/torch_NAME.safetensors, the reference model's state_dict with PyTorch's own
@@ -66,6 +67,27 @@ def interop_model(make, seed, batch_shape):
     return model.eval()
 
 
+RESNET_DEPTH = {"resnet20": (3, "A", (16, 32, 64)), "resnet32": (5, "A", (16, 32, 64)),
+                "resnet56": (9, "A", (16, 32, 64)), "resnet32x2": (5, "B", (32, 64, 128))}
+
+
+def narrow_model(name, widths, classes):
+    """The reference model with razor's ModelOptions::widths (out-channels of every masked conv, in order)."""
+    if name in ("vgg16_bn", "vgg19_bn"):
+        it = iter(widths)
+        return M.VGG([v if v == "M" else next(it) for v in (M.VGG16 if name == "vgg16_bn" else M.VGG19)],
+                     classes=classes)
+    n, option, _ = RESNET_DEPTH[name]
+    stage, mids, i = [], [], 1
+    for s in range(3):
+        for b in range(n):
+            mids.append(widths[i])
+            if b == 0:
+                stage.append(widths[i + 1])
+            i += 2 + (1 if option == "B" and b == 0 and s > 0 else 0)
+    return M.ResNet(n, tuple(stage), option, classes=classes, mids=mids)
+
+
 def worst_error(got, ref):
     """max over elements of |got - ref| / (|ref| + max |ref|)."""
     got, ref = got.double().flatten(), ref.double().flatten()
@@ -78,7 +100,10 @@ def check(path, model_name, tol):
     if name not in M.MODELS:
         print(f"check_interop: unknown model '{name}'; expected one of {', '.join(M.MODELS)}", file=sys.stderr)
         return 2
-    model = M.MODELS[name]()
+    meta = metadata(path)
+    widths = meta.get("widths", "")
+    model = (narrow_model(name, [int(w) for w in widths.split(",")], int(meta.get("num_classes", "10"))) if widths
+             else M.MODELS[name]())
     try:
         model.load_state_dict(safetensors_io.load(path), strict=True)
     except RuntimeError as e:

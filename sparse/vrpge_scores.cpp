@@ -1,6 +1,8 @@
 // sparse/vrpge_scores.cpp -- the structure parameters and the Bernoulli channel sampler. See vrpge_scores.h.
 #include "sparse/vrpge_scores.h"
 
+#include <algorithm>
+#include <numeric>
 #include <set>
 
 namespace razor::sparse {
@@ -79,6 +81,32 @@ Tensor kept_indices(const Tensor& m) {
         if (mp[c] != 0.f) idx.push_back(c);
     const auto n = static_cast<int64_t>(idx.size());
     return Tensor::from_vector_i64({n}, idx);
+}
+
+ChannelMasks align_kept(const ChannelScores& scores, ChannelMasks masks, int64_t multiple) {
+    if (multiple < 1) throw Error(fmt("align_kept: expected multiple >= 1, got ", multiple));
+    const auto& layers = scores.layers();
+    if (masks.m.size() != layers.size())
+        throw Error(fmt("align_kept: expected ", layers.size(), " masks, got ", masks.m.size()));
+    for (size_t i = 0; i < layers.size(); ++i) {
+        if (!layers[i].masked) continue;
+        const int64_t C = layers[i].channels;
+        masks.m[i] = masks.m[i].contiguous().clone();   // the caller's mask tensor stays as it was
+        float* mp = masks.m[i].data<float>();
+        int64_t kept = 0;
+        for (int64_t c = 0; c < C; ++c) kept += mp[c] != 0.f;
+        const int64_t target = std::min(C, (kept + multiple - 1) / multiple * multiple);
+        if (target == kept) continue;
+        const Tensor s = scores.s(i).contiguous();
+        const float* sp = s.data<float>();
+        std::vector<int64_t> dropped;
+        for (int64_t c = 0; c < C; ++c)
+            if (mp[c] == 0.f) dropped.push_back(c);
+        std::stable_sort(dropped.begin(), dropped.end(), [&](int64_t a, int64_t b) { return sp[a] > sp[b]; });
+        for (int64_t j = 0; j < target - kept; ++j) mp[dropped[j]] = 1.f;
+        masks.kept[i] = kept_indices(masks.m[i]);
+    }
+    return masks;
 }
 
 }  // namespace razor::sparse

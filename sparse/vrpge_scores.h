@@ -29,6 +29,9 @@ struct ScoredLayer {
     std::string name;       // module path, e.g. "layer1.0.conv1"; the parameter is "<name>.s"
     int64_t channels = 0;   // OC
     bool masked = true;     // false for layers that keep every channel (the classifier head)
+    // The layers whose kept output channels make this layer's input channels (their union); empty = the network's
+    // input. Informational (FLOP accounting, docs); ChannelScores does not read it.
+    std::vector<std::string> inputs = {};
 };
 
 // The masks of one forward pass, aligned with ChannelScores::layers().
@@ -69,5 +72,11 @@ private:
 
 // The sorted list of indices where a (C) f32 0/1 mask is 1, as a (n_kept) i64 tensor.
 Tensor kept_indices(const Tensor& m);
+
+// --align: rounds every masked layer's kept count UP to a multiple of `multiple` (or to all its channels) by adding
+// the dropped channels with the highest s (ties: the lower index). A count of 0 stays 0. This CHANGES the
+// algorithm (spec §11.2 (b)): the applied mask is no longer a Bernoulli sample and the VR-PGE estimator, which must
+// then use the mask actually applied (what this returns), is biased. Every number produced with it is labelled.
+ChannelMasks align_kept(const ChannelScores& scores, ChannelMasks masks, int64_t multiple);
 
 }  // namespace razor::sparse

@@ -8,17 +8,20 @@
 // The order is fixed (spec §14 item 5):
 //   1. zero every gradient (w and s)
 //   2. for j in {1, 2}: m⁽ʲ⁾ = scores.sample(gen)                     one mask per layer per pass, batch-shared
+//                       [--align: m⁽ʲ⁾ = align_kept(m⁽ʲ⁾), labelled; the estimator uses the applied mask]
 //                       L_j = forward(m⁽ʲ⁾)                             full mean loss on the SAME minibatch
 //                       backward of L_j / 2 → w.grad                    the weight gradient is the two-pass average
 //   3. s.grad += ½ (L₁ − L₂)(g⁽¹⁾ − g⁽²⁾)                               accumulate_vrpge_grad (full losses)
 //   4. clip the global L2 norm of ALL gradients, w and s together, to max_norm (3)   one joint clip
 //   5. opt_s.step() (Adam on s); opt_w.step() (SGD on w)               the optimiser updates are dense
 //   6. s ← P_S(s), K = ρ·n                                              global projection; Adam state is kept
+// VrpgeVariant::OneBackward replaces step 2's backwards by one backward of L₁ (pass 2 forward only, no tape).
 // `forward` owns everything model-specific: how the masks act (emulated by multiplying, or compact execution through
 // the kept-index lists), BN semantics, the data. It must return a scalar loss tensor with autograd history into w
 // and none into s (s gets no chain-rule gradient: the sampler's masks are plain tensors).
 #pragma once
 
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -29,11 +32,18 @@
 
 namespace razor::sparse {
 
+// TwoBackward is the reference (both passes backward with loss/2). OneBackward is the cheaper variant of spec §11.3
+// (NOT the reference, labelled wherever used): both passes forward, only pass 1 backward with its full loss L₁, so
+// w.grad comes from one sample; pass 2 runs under no-grad and serves only the estimator.
+enum class VrpgeVariant { TwoBackward, OneBackward };
+
 struct VrpgeStepOptions {
     double rho = 0.5;         // channel KEEP ratio: Σ s ≤ ρ·n after the step
     double max_norm = 3.0;    // the joint gradient clip (reference: 3)
     ScoreNorm score_norm = ScoreNorm::Sqrt;
     ProjectionMethod projection = ProjectionMethod::Bisection;
+    VrpgeVariant variant = VrpgeVariant::TwoBackward;
+    int64_t align = 0;        // > 0: align_kept(multiple = align) on every sampled mask (changes the algorithm)
 };
 
 struct VrpgeStepResult {
@@ -60,18 +70,22 @@ VrpgeStepResult vrpge_step(const ChannelScores& scores, optim::Optimizer& opt_s,
     opt_s.zero_grad();
     scores.zero_grad();
     // 2. two sparse passes on the same minibatch, independent masks, loss/2 each
-    auto pass = [&](ChannelMasks& masks) {
+    const bool one_backward = options.variant == VrpgeVariant::OneBackward;
+    auto pass = [&](ChannelMasks& masks, bool backward, float weight) {
         masks = scores.sample(gen);
+        if (options.align > 0) masks = align_kept(scores, std::move(masks), options.align);
+        std::optional<NoGradGuard> no_grad;
+        if (!backward) no_grad.emplace();
         const Tensor loss = forward(static_cast<const ChannelMasks&>(masks));
         if (loss.numel() != 1)
             throw Error(fmt("vrpge_step: expected forward to return a scalar loss, got ", shape_str(loss.shape()),
                             "; hint: return the mean cross-entropy over the minibatch"));
         const double value = loss.item();
-        mul(loss, 0.5f).backward();
+        if (backward) mul(loss, weight).backward();
         return value;
     };
-    r.loss1 = pass(r.masks1);
-    r.loss2 = pass(r.masks2);
+    r.loss1 = pass(r.masks1, true, one_backward ? 1.f : 0.5f);
+    r.loss2 = pass(r.masks2, !one_backward, 0.5f);
     // 3. the VR-PGE term (full losses, not halved)
     accumulate_vrpge_grad(scores, r.masks1, r.masks2, r.loss1, r.loss2, options.score_norm);
     // 4. one joint clip over w and s

@@ -95,3 +95,25 @@ TEST_CASE("vrpge sampler: empirical keep rate is s within 5 sigma; passes indepe
     Generator g1(5), g2(5);
     CHECK(scores.sample(g1).m[0].to_vector() == scores.sample(g2).m[0].to_vector());
 }
+
+TEST_CASE("vrpge align_kept: kept counts rounded up to a multiple with the highest-s dropped channels; 0 stays 0") {
+    ChannelScores scores({{"a", 6, true}, {"b", 3, true}, {"c", 5, true}, {"head", 4, false}}, 0.5f);
+    {
+        NoGradGuard no_grad;
+        Tensor(scores.s(0)).copy_(Tensor::from_vector({6}, {0.1f, 0.9f, 0.5f, 0.3f, 0.7f, 0.5f}));
+    }
+    ChannelMasks m;
+    m.m = {Tensor::from_vector({6}, {1, 0, 0, 0, 0, 0}), Tensor::from_vector({3}, {0, 1, 0}),
+           Tensor::from_vector({5}, {0, 0, 0, 0, 0}), Tensor::ones({4})};
+    for (const Tensor& t : m.m) m.kept.push_back(kept_indices(t));
+    const ChannelMasks a = align_kept(scores, m, 4);
+    // layer a: 1 kept -> 4: add the dropped channels with the highest s: 1 (0.9), 4 (0.7), 2 (0.5, lower index of the tie)
+    CHECK(a.kept[0].to_vector_i64() == std::vector<int64_t>{0, 1, 2, 4});
+    CHECK(a.m[0].to_vector() == std::vector<float>{1, 1, 1, 0, 1, 0});
+    CHECK(a.kept[1].numel() == 3);   // capped at the layer's 3 channels
+    CHECK(a.kept[2].numel() == 0);   // 0 is a multiple
+    CHECK(a.kept[3].numel() == 4);   // unmasked: untouched
+    CHECK(m.kept[0].numel() == 1);   // the caller's masks are not modified
+    CHECK(m.m[0].to_vector() == std::vector<float>{1, 0, 0, 0, 0, 0});
+    CHECK_THROWS_AS(align_kept(scores, m, 0), Error);
+}

@@ -1,0 +1,430 @@
+// apps/sparse_train.cpp -- `razor sparse-train`: VR-PGE completely sparse training (Zhou et al., NeurIPS 2021) of a
+// CIFAR ResNet or VGG, then the fixed subnetwork's fine-tune and its export as a physically smaller dense model.
+//
+// reference: the official VRPGE code (trainers/default.py, main loop and the "finetune" phase). spec:
+// shared/docs/vr-pge.md §6-§8; docs: docs/vr-pge.md §8-§10.
+//
+// Phase A (--epochs): every step is one VR-PGE iteration (apps/vrpge_common.h, sparse/vrpge_step.h): two Bernoulli
+//   subnetworks of s on the same minibatch, each run compact (models/channel_plan.h, true-sparse BN), the estimator
+//   into s.grad, one joint clip (--clip 3) over w and s, Adam on s, SGD on w, the global projection onto
+//   Σ s <= keep·n. lr_w and lr_s follow ½(1 + cos(π e / E)) per epoch. The progress line shows E[kept fraction]
+//   = Σ s / n, the sampled subnets' MACs over dense, and img/s. The per-epoch test accuracy is LOGGING ONLY: one
+//   Bernoulli sample of s, eval mode (running statistics), nothing updated (not the reference's train-mode eval).
+//   OUT/last/ holds the dense model's weights (model.safetensors) and s, both optimisers and the RNG states
+//   (train_state.safetensors) after every epoch.
+// Phase B: s is frozen, no projection. --candidates (10) subnetworks are drawn from the final s; each is scored by
+//   its accuracy on --select-batches training batches (train-mode BN, no gradient; the running statistics are
+//   restored afterwards); the best is fine-tuned for --finetune-epochs (40) with SGD lr --finetune-lr (1e-3,
+//   constant), momentum 0.9, weight decay --wd, clip --clip over w, compact on its fixed channels. Both the
+//   last-epoch and the best-epoch test accuracy are reported (the reference reports the best, selected on the test
+//   set: optimistic).
+// Export: OUT/subnet/model.safetensors, the fine-tuned subnetwork as a physically smaller dense model
+//   (ChannelPrunable::extract) with its widths in the metadata: `razor eval --checkpoint OUT/subnet` loads it, and
+//   PyTorch loads the same state dict into the zoo architecture built with those widths.
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "apps/args.h"
+#include "apps/checkpoint.h"
+#include "apps/commands.h"
+#include "apps/progress.h"
+#include "apps/train_common.h"
+#include "apps/vrpge_common.h"
+#include "core/core.h"
+#include "data/loader.h"
+#include "data/transforms.h"
+#include "models/registry.h"
+#include "optim/clip_grad.h"
+
+namespace razor::apps {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+const char* kCmd = "razor sparse-train";
+
+Args make_args() {
+    Args a("sparse-train", "VR-PGE sparse training (phase A), subnetwork selection and fine-tune (phase B), export");
+    a.flag("model", "resnet32x2", "resnet20 | resnet32 | resnet56 | resnet32x2 | vgg16_bn | vgg19_bn")
+        .flag("dataset", "cifar10", "cifar10 | cifar100 | fashion-mnist | folder")
+        .flag("data", "", "dataset folder (cifar10: the folder holding data_batch_1.bin)")
+        .flag("classes", "", "keep only these classes, relabelled 0..k-1")
+        .flag("keep", "0.5", "channel KEEP ratio rho: the budget is sum(s) <= rho * n (the reference's --prune-rate)")
+        .flag("epochs", "300", "phase A epochs")
+        .flag("batch", "128", "images per step")
+        .flag("lr", "0.1", "SGD lr on w (cosine per epoch)")
+        .flag("lr-s", "12e-3", "Adam lr on s (cosine per epoch)")
+        .flag("momentum", "0.9", "SGD momentum (phase A and B)")
+        .flag("wd", "5e-4", "SGD weight decay on every w, BN included (phase A and B)")
+        .flag("clip", "3", "joint gradient-norm clip over w and s (phase B: over w)")
+        .flag("s-init", "0.5", "initial keep probability of every channel")
+        .flag("score-norm", "sqrt", "sqrt (the reference) | exact (unbiased leave-one-out)")
+        .flag("projection", "bisection", "bisection (the reference) | exact (sort-based)")
+        .flag("variant", "two-backward", "two-backward (the reference) | one-backward (cheaper: one backward pass)")
+        .flag("align", "0", "round kept counts up to a multiple of this (8: SIMD; CHANGES the algorithm; 0 = off)")
+        .flag("candidates", "10", "phase B: subnetworks drawn from the final s")
+        .flag("select-batches", "20", "phase B: training batches that score each candidate")
+        .flag("finetune-epochs", "40", "phase B: fine-tune epochs of the chosen subnetwork (0 = none)")
+        .flag("finetune-lr", "1e-3", "phase B: constant SGD lr")
+        .flag("augment", "crop+flip", "crop+flip | none")
+        .flag("threads", "0", "OpenMP threads (0 = all cores)")
+        .flag("workers", "1", "data loader threads")
+        .flag("seed", "0", "seed for init, masks, shuffling and augmentation")
+        .flag("out", "runs/sparse", "run folder: last/, subnet/, log.jsonl")
+        .flag("eval-every", "1", "phase A: test one sampled subnet every N epochs (logging only; 0 = never)")
+        .flag("eval-batch", "500", "images per evaluation batch")
+        .flag("steps-per-epoch", "0", "stop each epoch after N steps (0 = the whole set; for quick runs)")
+        .boolean("overwrite", "start over in an --out that already holds a run");
+    return a;
+}
+
+template <class T>
+void require(bool ok, const std::string& flag, const T& got, const std::string& expected) {
+    if (!ok) throw Error(fmt(kCmd, ": --", flag, " must be ", expected, ", got ", got));
+}
+
+double cosine(double base, int64_t epoch, int64_t epochs) {
+    return 0.5 * (1 + std::cos(M_PI * static_cast<double>(epoch) / static_cast<double>(epochs))) * base;
+}
+
+std::string fixed(double v, int digits) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+    return buf;
+}
+
+std::string join(const std::vector<int64_t>& v) {
+    std::string s;
+    for (int64_t x : v) {
+        if (!s.empty()) s += ',';
+        s += fmt(x);
+    }
+    return s;
+}
+
+Tensor pack_state(const std::array<uint64_t, 4>& s) {
+    std::vector<int64_t> v;
+    for (uint64_t x : s) v.push_back(static_cast<int64_t>(x));
+    return Tensor::from_vector_i64({4}, v);
+}
+
+// Accuracy of the model (with whatever plan is set) on `batches` batches of `loader`, train-mode BN, no gradient;
+// the BN running statistics are put back afterwards (candidate scoring must not change the model).
+double train_accuracy(nn::Module& model, data::DataLoader& loader, int64_t batches) {
+    std::vector<std::pair<Tensor, Tensor>> saved;   // (buffer, its copy): running statistics, num_batches_tracked
+    for (const auto& [k, t] : model.named_buffers()) saved.emplace_back(t, t.clone());
+    NoGradGuard no_grad;
+    int64_t correct = 0, seen = 0, b = 0;
+    for (data::Batch& batch : loader) {
+        if (b++ >= batches) break;
+        correct += count_correct(model(batch.images), batch.labels);
+        seen += batch.labels.size(0);
+    }
+    for (auto& [t, copy] : saved) {
+        t.copy_(copy);
+        t.bump_version();
+    }
+    return seen ? static_cast<double>(correct) / seen : 0;
+}
+
+}  // namespace
+
+int run_sparse_train(const std::vector<std::string>& argv) {
+    Args args = make_args();
+    args.parse(argv);
+    if (args.help_requested()) {
+        std::printf("%s", args.usage().c_str());
+        return 0;
+    }
+    const std::string model_name = args.str("model"), out = args.str("out");
+    const double keep = args.real("keep"), lr = args.real("lr"), lr_s = args.real("lr-s"), clip = args.real("clip");
+    const int64_t epochs = args.integer("epochs"), batch = args.integer("batch"), seed = args.integer("seed");
+    const int64_t candidates = args.integer("candidates"), select_batches = args.integer("select-batches");
+    const int64_t ft_epochs = args.integer("finetune-epochs"), eval_every = args.integer("eval-every");
+    const int64_t align = args.integer("align"), steps_per_epoch = args.integer("steps-per-epoch");
+    require(keep > 0 && keep <= 1, "keep", keep, "in (0, 1]");
+    require(epochs >= 0, "epochs", epochs, ">= 0");
+    require(batch >= 1, "batch", batch, ">= 1");
+    require(lr > 0 && lr_s > 0, "lr / --lr-s", fmt(lr, " / ", lr_s), "> 0");
+    require(clip > 0, "clip", clip, "> 0");
+    require(candidates >= 1, "candidates", candidates, ">= 1");
+    require(select_batches >= 1, "select-batches", select_batches, ">= 1");
+    require(ft_epochs >= 0, "finetune-epochs", ft_epochs, ">= 0");
+    require(align >= 0, "align", align, ">= 0 (0 = off)");
+    require(seed >= 0, "seed", seed, ">= 0");
+    require(steps_per_epoch >= 0, "steps-per-epoch", steps_per_epoch, ">= 0");
+    require(eval_every >= 0, "eval-every", eval_every, ">= 0");
+    const double s_init = args.real("s-init");
+    require(s_init >= 0 && s_init <= 1, "s-init", s_init, "in [0, 1]");
+    const std::string score_norm = args.str("score-norm"), projection = args.str("projection"),
+                      variant = args.str("variant"), augment = args.str("augment");
+    require(score_norm == "sqrt" || score_norm == "exact", "score-norm", score_norm, "sqrt | exact");
+    require(projection == "bisection" || projection == "exact", "projection", projection, "bisection | exact");
+    require(variant == "two-backward" || variant == "one-backward", "variant", variant, "two-backward | one-backward");
+    require(augment == "crop+flip" || augment == "none", "augment", augment, "crop+flip | none");
+    if (!args.on("overwrite") && (fs::exists(fs::path(out) / "last") || fs::exists(fs::path(out) / "subnet")))
+        throw Error(fmt(kCmd, ": ", out, " already holds a run; hint: pick another --out or pass --overwrite"));
+    set_num_threads(static_cast<int>(args.integer("threads")));
+    std::printf("%s\n", runtime_banner().c_str());
+
+    // ---- data ----
+    const DataSplits data = load_splits(kCmd, args.str("dataset"), args.str("data"), args.str("classes"));
+    const Shape image = data.train.image_shape();
+    std::vector<data::TransformPtr> tf;
+    if (augment == "crop+flip") tf = {data::random_crop(image[1], 4), data::random_horizontal_flip()};
+    tf.push_back(data::to_float_transform());
+    tf.push_back(data::normalize_transform(data.mean, data.std));
+    const int64_t workers = args.integer("workers");
+    data::DataLoader loader(data.train, data::compose(tf),
+                            {.batch_size = batch, .shuffle = true, .drop_last = false,
+                             .seed = static_cast<uint64_t>(seed), .workers = workers});
+    const int64_t spe = steps_per_epoch > 0 ? std::min(steps_per_epoch, loader.size()) : loader.size();
+    std::printf("data   %s: %lld train, %lld test images %s, %lld classes\n", args.str("dataset").c_str(),
+                static_cast<long long>(data.train.size()), static_cast<long long>(data.test.size()),
+                shape_str(image).c_str(), static_cast<long long>(data.train.num_classes));
+
+    // ---- model, scores, optimisers ----
+    Generator gen(static_cast<uint64_t>(seed));
+    manual_seed(static_cast<uint64_t>(seed));
+    auto model = models::make_model(model_name, data.train.num_classes, gen,
+                                    {.in_channels = image[0], .image_size = image[1]});
+    VrpgeTrainerOptions o;
+    o.s_init = static_cast<float>(s_init);
+    o.adam.lr = lr_s;
+    o.sgd = {.lr = lr, .momentum = args.real("momentum"), .weight_decay = args.real("wd")};
+    o.step = {.rho = keep,
+              .max_norm = clip,
+              .score_norm = score_norm == "sqrt" ? sparse::ScoreNorm::Sqrt : sparse::ScoreNorm::Exact,
+              .projection = projection == "bisection" ? sparse::ProjectionMethod::Bisection : sparse::ProjectionMethod::Exact,
+              .variant = variant == "two-backward" ? sparse::VrpgeVariant::TwoBackward : sparse::VrpgeVariant::OneBackward,
+              .align = align};
+    VrpgeTrainer trainer(model, o);
+    Generator mask_gen(static_cast<uint64_t>(seed) + 0x5eed);   // masks: their own stream
+    const int64_t n = trainer.scores.num_masked_channels();
+    std::printf("model  %s: %lld parameters, %lld scored convs, n = %lld prunable channels (classifier excluded)\n",
+                model_name.c_str(), static_cast<long long>(model->num_parameters()),
+                static_cast<long long>(trainer.scores.parameters().size()), static_cast<long long>(n));
+    std::printf("vrpge  keep %g (budget %.1f channels) | s init %g | %s | score %s | projection %s | clip %g | "
+                "BN true-sparse%s\n",
+                keep, trainer.scores.budget(keep), s_init, variant_name(o.step.variant).c_str(), score_norm.c_str(),
+                projection.c_str(), clip, align ? fmt(" | --align ", align, ": kept counts rounded up, CHANGES the "
+                                                      "algorithm (biased estimator)").c_str() : "");
+    std::printf("train  phase A %lld epochs x %lld steps of %lld, SGD lr %g Adam lr_s %g (cosine per epoch) | phase B "
+                "%lld candidates, %lld fine-tune epochs at lr %g | seed %lld\n",
+                static_cast<long long>(epochs), static_cast<long long>(spe), static_cast<long long>(batch), lr, lr_s,
+                static_cast<long long>(candidates), static_cast<long long>(ft_epochs), args.real("finetune-lr"),
+                static_cast<long long>(seed));
+
+    // ---- outputs ----
+    fs::create_directories(out);
+    const std::string log_path = (fs::path(out) / "log.jsonl").string();
+    write_file_atomic(log_path, "");
+    std::ofstream log(log_path, std::ios::app);
+    std::map<std::string, std::string> meta = {
+        {"format", "pt"},
+        {"model", model_name},
+        {"dataset", args.str("dataset")},
+        {"num_classes", fmt(data.train.num_classes)},
+        {"in_channels", fmt(image[0])},
+        {"image_size", fmt(image[1])},
+        {"normalize_mean", join_floats(data.mean)},
+        {"normalize_std", join_floats(data.std)}};
+    json config;
+    for (const char* f : {"model", "dataset", "classes", "keep", "epochs", "batch", "lr", "lr-s", "momentum", "wd",
+                          "clip", "s-init", "score-norm", "projection", "variant", "align", "candidates",
+                          "select-batches", "finetune-epochs", "finetune-lr", "augment", "seed", "steps-per-epoch"})
+        config[f] = args.str(f);
+    auto save = [&](int64_t epoch, const std::string& phase) {
+        Checkpoint ck;
+        ck.model = model->state_dict();
+        ck.model_metadata = meta;
+        ck.model_metadata["epoch"] = fmt(epoch);
+        for (const auto& [k, s] : trainer.scores.named_parameters()) ck.train_state["scores." + k] = s.detach();
+        for (const auto& [k, v] : trainer.opt_s.state_dict()) ck.train_state["optimizer_s." + k] = v;
+        for (const auto& [k, v] : trainer.opt_w.state_dict()) ck.train_state["optimizer_w." + k] = v;
+        ck.train_state["epoch"] = Tensor::from_vector_i64({}, {epoch});
+        ck.train_state["rng.init"] = pack_state(gen.state());
+        ck.train_state["rng.masks"] = pack_state(mask_gen.state());
+        ck.train_metadata = {{"config", config.dump()}, {"epoch", fmt(epoch)}, {"phase", phase}};
+        save_checkpoint(out, "last", ck);
+    };
+
+    // ---- phase A: joint sparse training ----
+    for (int64_t epoch = 1; epoch <= epochs; ++epoch) {
+        loader.set_epoch(epoch - 1);
+        trainer.opt_w.set_lr(cosine(lr, epoch - 1, epochs));
+        trainer.opt_s.set_lr(cosine(lr_s, epoch - 1, epochs));
+        Progress progress(fmt("A ", epoch, "/", epochs), spe, batch);
+        double loss_sum = 0, cost_sum = 0;
+        int64_t correct = 0, seen = 0, step = 0;
+        for (data::Batch& b : loader) {
+            if (step >= spe) break;
+            const VrpgeTrainer::Step r = trainer.step(b.images, b.labels, mask_gen);
+            if (!std::isfinite(r.result.loss1) || !std::isfinite(r.result.loss2) || !std::isfinite(r.result.grad_norm))
+                throw Error(fmt(kCmd, ": the loss or gradient norm became non-finite at epoch ", epoch, " step ",
+                                step + 1, " (losses ", r.result.loss1, ", ", r.result.loss2, ", norm ",
+                                r.result.grad_norm, "); the last checkpoint (", out, "/last) is intact; hint: lower --lr"));
+            ++step;
+            const int64_t B = b.labels.size(0);
+            loss_sum += 0.5 * (r.result.loss1 + r.result.loss2) * B;
+            correct += count_correct(r.logits, b.labels);
+            seen += B;
+            cost_sum += r.cost_ratio;
+            progress.update(step, loss_sum / seen, static_cast<double>(correct) / seen,
+                            fmt("E[keep] ", fixed(trainer.expected_keep(), 3), "  flops ", fixed(r.cost_ratio, 3),
+                                "x dense"));
+        }
+        progress.finish();
+        json j = {{"phase", "A"},
+                  {"epoch", epoch},
+                  {"epochs", epochs},
+                  {"loss", seen ? loss_sum / seen : 0},
+                  {"train_acc", seen ? static_cast<double>(correct) / seen : 0},
+                  {"expected_keep", trainer.expected_keep()},
+                  {"flops_ratio", step ? cost_sum / step : 0},
+                  {"lr", trainer.opt_w.lr()},
+                  {"lr_s", trainer.opt_s.lr()},
+                  {"seconds", progress.seconds()},
+                  {"img_per_s", progress.images_per_second()},
+                  {"test_acc_sampled", nullptr}};
+        if (eval_every > 0 && (epoch % eval_every == 0 || epoch == epochs)) {
+            // logging only: one Bernoulli subnet of s, eval mode, nothing updated
+            Generator eval_gen(static_cast<uint64_t>(seed) * 7919 + static_cast<uint64_t>(epoch));
+            trainer.prunable.set_channel_plan(
+                std::make_shared<models::ChannelPlan>(models::ChannelPlan::from_masks(trainer.scores.sample(eval_gen))));
+            const EvalResult e = evaluate(*model, data.test, data.mean, data.std, args.integer("eval-batch"));
+            trainer.prunable.set_channel_plan(nullptr);
+            j["test_acc_sampled"] = e.accuracy;
+        }
+        save(epoch, "A");
+        std::printf("A %lld/%lld  loss %.4f  train %.1f%%  test(1 sample, logging only) %s  E[keep] %.3f  flops %.3fx  "
+                    "lr %.3g  lr_s %.3g  %.0f s  %.0f img/s\n",
+                    static_cast<long long>(epoch), static_cast<long long>(epochs), j["loss"].get<double>(),
+                    100 * j["train_acc"].get<double>(),
+                    j["test_acc_sampled"].is_null() ? "-" : (fixed(100 * j["test_acc_sampled"].get<double>(), 1) + "%").c_str(),
+                    trainer.expected_keep(), j["flops_ratio"].get<double>(), trainer.opt_w.lr(), trainer.opt_s.lr(),
+                    progress.seconds(), progress.images_per_second());
+        std::fflush(stdout);
+        log << j.dump() << "\n" << std::flush;
+    }
+
+    // ---- phase B: pick the best of --candidates subnetworks by training accuracy ----
+    data::DataLoader select_loader(data.train,
+                                   data::compose({data::to_float_transform(), data::normalize_transform(data.mean, data.std)}),
+                                   {.batch_size = batch, .shuffle = true, .drop_last = false,
+                                    .seed = static_cast<uint64_t>(seed) + 1, .workers = workers});
+    models::ChannelPlan best_plan;
+    double best_select = -1;
+    model->train();
+    for (int64_t c = 0; c < candidates; ++c) {
+        models::ChannelPlan plan = models::ChannelPlan::from_masks(trainer.scores.sample(mask_gen));
+        trainer.prunable.set_channel_plan(std::make_shared<models::ChannelPlan>(plan));
+        {
+            NoGradGuard no_grad;   // MACs of this candidate: one eval-mode forward (updates nothing)
+            model->eval();
+            (*model)(Tensor::zeros({1, image[0], image[1], image[2]}));
+            model->train();
+        }
+        const double cost = trainer.prunable.last_cost().ratio();
+        const double acc = train_accuracy(*model, select_loader, select_batches);
+        int64_t kept = 0;
+        for (size_t l = 0; l < plan.kept.size(); ++l)
+            if (trainer.scores.layers()[l].masked) kept += static_cast<int64_t>(plan.kept[l].size());
+        std::printf("B candidate %lld/%lld: %lld/%lld channels kept, MACs %.3fx dense, train accuracy %.2f%% (%lld "
+                    "batches)\n",
+                    static_cast<long long>(c + 1), static_cast<long long>(candidates), static_cast<long long>(kept),
+                    static_cast<long long>(n), cost, 100 * acc, static_cast<long long>(select_batches));
+        log << json{{"phase", "B-select"}, {"candidate", c + 1}, {"kept", kept}, {"flops_ratio", cost},
+                    {"train_acc", acc}}.dump()
+            << "\n" << std::flush;
+        if (acc > best_select) best_select = acc, best_plan = plan;
+    }
+    trainer.prunable.set_channel_plan(std::make_shared<models::ChannelPlan>(best_plan));
+
+    // ---- phase B: fine-tune the fixed subnetwork's weights ----
+    optim::SGD ft(model->named_parameters(),
+                  {.lr = args.real("finetune-lr"), .momentum = args.real("momentum"), .weight_decay = args.real("wd")});
+    double best_acc = -1, last_acc = -1;
+    int64_t best_epoch = 0;
+    for (int64_t epoch = 1; epoch <= ft_epochs; ++epoch) {
+        loader.set_epoch(epochs + epoch - 1);
+        Progress progress(fmt("B ", epoch, "/", ft_epochs), spe, batch);
+        double loss_sum = 0;
+        int64_t correct = 0, seen = 0, step = 0;
+        for (data::Batch& b : loader) {
+            if (step >= spe) break;
+            ft.zero_grad();
+            const Tensor logits = (*model)(b.images);
+            const Tensor loss = cross_entropy(logits, b.labels);
+            const double value = loss.item();
+            if (!std::isfinite(value))
+                throw Error(fmt(kCmd, ": the fine-tune loss became ", value, " at epoch ", epoch, "; hint: lower "
+                                "--finetune-lr"));
+            loss.backward();
+            optim::clip_grad_norm_(ft.params(), clip);
+            ft.step();
+            ++step;
+            const int64_t B = b.labels.size(0);
+            loss_sum += value * B, correct += count_correct(logits, b.labels), seen += B;
+            progress.update(step, loss_sum / seen, static_cast<double>(correct) / seen,
+                            fmt("flops ", fixed(trainer.prunable.last_cost().ratio(), 3), "x dense"));
+        }
+        progress.finish();
+        const EvalResult e = evaluate(*model, data.test, data.mean, data.std, args.integer("eval-batch"));
+        last_acc = e.accuracy;
+        if (e.accuracy > best_acc) best_acc = e.accuracy, best_epoch = epoch;
+        std::printf("B %lld/%lld  loss %.4f  train %.1f%%  test %.2f%%  %.0f s  %.0f img/s\n",
+                    static_cast<long long>(epoch), static_cast<long long>(ft_epochs), seen ? loss_sum / seen : 0,
+                    seen ? 100.0 * correct / seen : 0, 100 * e.accuracy, progress.seconds(),
+                    progress.images_per_second());
+        std::fflush(stdout);
+        log << json{{"phase", "B"}, {"epoch", epoch}, {"loss", seen ? loss_sum / seen : 0},
+                    {"train_acc", seen ? static_cast<double>(correct) / seen : 0}, {"test_acc", e.accuracy},
+                    {"seconds", progress.seconds()}, {"img_per_s", progress.images_per_second()}}.dump()
+            << "\n" << std::flush;
+    }
+    if (ft_epochs == 0) last_acc = best_acc = evaluate(*model, data.test, data.mean, data.std, args.integer("eval-batch")).accuracy;
+
+    // ---- export: the physically smaller dense model ----
+    model->eval();
+    const auto sub = trainer.prunable.extract(best_plan);
+    trainer.prunable.set_channel_plan(nullptr);
+    auto sub_meta = meta;
+    sub_meta["widths"] = join(sub.widths);
+    sub_meta["keep"] = fmt(keep);
+    sub_meta["bn_semantics"] = "true-sparse";
+    sub_meta["epoch"] = fmt(epochs + ft_epochs);
+    fs::create_directories(fs::path(out) / "subnet");
+    const std::string sub_path = (fs::path(out) / "subnet" / kModelFile).string();
+    save_safetensors(sub_path, sub.model->state_dict(), sub_meta);
+    {
+        // an input and the export's eval-mode logits, for scripts/check_interop.py (the PyTorch side)
+        NoGradGuard no_grad;
+        Generator io_gen(static_cast<uint64_t>(seed) + 21);
+        const Tensor x = Tensor::randn({4, image[0], image[1], image[2]}, io_gen);
+        save_safetensors((fs::path(out) / "subnet" / "model.logits.safetensors").string(),
+                         {{"input", x}, {"logits", (*sub.model)(x)}});
+    }
+    const EvalResult check = evaluate(*sub.model, data.test, data.mean, data.std, args.integer("eval-batch"));
+    log << json{{"phase", "export"}, {"params", sub.model->num_parameters()}, {"dense_params", model->num_parameters()},
+                {"widths", sub.widths}, {"test_acc", check.accuracy}, {"last_test_acc", last_acc},
+                {"best_test_acc", best_acc}, {"best_epoch", best_epoch}}.dump()
+        << "\n" << std::flush;
+    std::printf("\nresult  subnetwork test accuracy %.2f%% after the last fine-tune epoch (best %.2f%% at epoch %lld, "
+                "selected on the test set: optimistic)  |  %lld of %lld parameters (%.1f%%)  |  BN true-sparse%s\n",
+                100 * last_acc, 100 * best_acc, static_cast<long long>(best_epoch),
+                static_cast<long long>(sub.model->num_parameters()), static_cast<long long>(model->num_parameters()),
+                100.0 * sub.model->num_parameters() / model->num_parameters(),
+                align ? fmt(", --align ", align, " (changes the algorithm)").c_str() : "");
+    std::printf("wrote   %s (widths %s; razor eval --checkpoint %s/subnet loads it: %.2f%%), %s/last/, %s\n",
+                sub_path.c_str(), join(sub.widths).c_str(), out.c_str(), 100 * check.accuracy, out.c_str(),
+                log_path.c_str());
+    return 0;
+}
+
+}  // namespace razor::apps

@@ -1,0 +1,47 @@
+// apps/vrpge_common.cpp -- see vrpge_common.h.
+#include "apps/vrpge_common.h"
+
+namespace razor::apps {
+
+VrpgeTrainer::VrpgeTrainer(std::shared_ptr<nn::Module> m, const VrpgeTrainerOptions& o)
+    : model(std::move(m)),
+      prunable(models::channel_prunable(*model)),
+      scores(prunable.scored_layers(), o.s_init),
+      opt_s(scores.named_parameters(), o.adam),
+      opt_w(model->named_parameters(), o.sgd),
+      options(o.step) {}
+
+VrpgeTrainer::Step VrpgeTrainer::step(const Tensor& x, const Tensor& labels, Generator& gen) {
+    Step out;
+    double cost = 0;
+    int passes = 0;
+    auto forward = [&](const sparse::ChannelMasks& masks) {
+        prunable.set_channel_plan(std::make_shared<models::ChannelPlan>(models::ChannelPlan::from_masks(masks)));
+        const Tensor logits = (*model)(x);   // (N, classes), compact
+        cost += prunable.last_cost().ratio();
+        if (passes++ == 0) out.logits = logits.detach();
+        return cross_entropy(logits, labels);
+    };
+    try {
+        out.result = sparse::vrpge_step(scores, opt_s, opt_w, forward, gen, options);
+    } catch (...) {
+        prunable.set_channel_plan(nullptr);
+        throw;
+    }
+    prunable.set_channel_plan(nullptr);
+    out.cost_ratio = cost / std::max(passes, 1);
+    return out;
+}
+
+double VrpgeTrainer::expected_keep() const {
+    double sum = 0;
+    for (const Tensor& s : scores.parameters())
+        for (float v : s.to_vector()) sum += v;
+    return sum / static_cast<double>(scores.num_masked_channels());
+}
+
+std::string variant_name(sparse::VrpgeVariant v) {
+    return v == sparse::VrpgeVariant::TwoBackward ? "two-backward (reference)" : "one-backward (cheaper variant)";
+}
+
+}  // namespace razor::apps

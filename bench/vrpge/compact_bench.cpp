@@ -1,0 +1,83 @@
+// bench/vrpge/compact_bench.cpp -- where a compact VR-PGE pass spends its time: one forward + backward of
+//   dense       the full model
+//   narrow      the physically narrower dense model of the same subnetwork (extract(): the best case, no gathers)
+//   compact     the full model with a fixed ChannelPlan (gathered weights, compact BN, scatter-adds)
+// at one uniform random plan with keep k. Process CPU time per pass (getrusage), so a loaded machine inflates less
+// than wall time; median of --steps.
+//
+// usage: razor_vrpge_compact_bench MODEL KEEP BATCH THREADS STEPS
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "core/core.h"
+#include "models/channel_plan.h"
+#include "models/registry.h"
+
+using namespace razor;
+
+namespace {
+double cpu_seconds() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+template <class F>
+double median_cpu(int steps, F&& f) {
+    f();   // warm-up
+    std::vector<double> t;
+    for (int i = 0; i < steps; ++i) {
+        const double c0 = cpu_seconds();
+        f();
+        t.push_back(cpu_seconds() - c0);
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc != 6) {
+        std::fprintf(stderr, "usage: %s MODEL KEEP BATCH THREADS STEPS\n", argv[0]);
+        return 2;
+    }
+    const std::string name = argv[1];
+    const double keep = std::atof(argv[2]);
+    const int64_t batch = std::atoll(argv[3]);
+    set_num_threads(std::atoi(argv[4]));
+    const int steps = std::atoi(argv[5]);
+    Generator gen(0);
+    auto model = models::make_model(name, 10, gen);
+    auto& p = models::channel_prunable(*model);
+    models::ChannelPlan plan = models::ChannelPlan::dense(p.scored_layers());
+    const auto layers = p.scored_layers();
+    for (size_t l = 0; l < layers.size(); ++l) {
+        if (!layers[l].masked) continue;
+        std::vector<int64_t> k;
+        for (int64_t c = 0; c < layers[l].channels; ++c)
+            if (gen.uniform() < keep) k.push_back(c);
+        if (k.empty()) k.push_back(0);
+        plan.kept[l] = k;
+    }
+    auto narrow = p.extract(plan).model;
+    narrow->train();
+    const Tensor x = Tensor::randn({batch, 3, 32, 32}, gen);
+    const Tensor y = Tensor::from_vector_i64({batch}, std::vector<int64_t>(batch, 1));
+    auto pass = [&](nn::Module& m) {
+        m.zero_grad();
+        cross_entropy(m(x), y).backward();
+    };
+    const double dense = median_cpu(steps, [&] { pass(*model); });
+    const double thin = median_cpu(steps, [&] { pass(*narrow); });
+    p.set_channel_plan(std::make_shared<models::ChannelPlan>(plan));
+    const double compact = median_cpu(steps, [&] { pass(*model); });
+    std::printf("%s keep %.2f batch %lld threads %d: CPU s per forward+backward: dense %.3f  narrow %.3f (%.2fx)  "
+                "compact %.3f (%.2fx)  MACs %.3fx\n",
+                name.c_str(), keep, static_cast<long long>(batch), num_threads(), dense, thin, dense / thin, compact,
+                dense / compact, p.last_cost().ratio());
+    return 0;
+}
