@@ -8,6 +8,10 @@
 // is reported. Memory figures: saved_bytes / saved_dense_bytes are the tape accounting's peak within a step (what the
 // tape stored, and what a dense tape would have stored); peak_tensor_bytes is the tracking allocator's peak over the
 // timed steps (weights, gradients, optimizer state, activations, tape); peak_rss_bytes is the process's VmHWM.
+//
+// --razor R [--razor-values V] times the same step under Back Razor's save policy (apps/finetune.h,
+// razor_policy_from_flags); the JSON line has the same fields plus "razor" and "razor_values", so a script compares
+// rows of a dense and a razor run directly (bench/backrazor/compare.py).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +19,7 @@
 
 #include "apps/args.h"
 #include "apps/commands.h"
+#include "apps/finetune.h"
 #include "core/core.h"
 #include "models/registry.h"
 #include "optim/sgd.h"
@@ -34,6 +39,8 @@ int run_bench(const std::vector<std::string>& argv) {
         .flag("channels", "3", "input channels")
         .flag("image-size", "32", "input height = width")
         .flag("seed", "0", "seed for init and the synthetic batch")
+        .flag("razor", "0", "Back Razor ratio r: fraction of each saved activation dropped (0 = dense tape)")
+        .flag("razor-values", "fp32", "Back Razor kept-value precision: fp32 | fp16 | int8")
         .boolean("json", "print one JSON line (for scripts) instead of the table");
     args.parse(argv);
     if (args.help_requested()) {
@@ -45,6 +52,8 @@ int run_bench(const std::vector<std::string>& argv) {
     if (batch < 1 || steps < 1 || warmup < 0 || threads < 0 || classes < 1)
         throw Error(fmt("razor bench: expected --batch >= 1, --steps >= 1, --warmup >= 0, --threads >= 0, --classes "
                         ">= 1; got ", batch, ", ", steps, ", ", warmup, ", ", threads, ", ", classes));
+    const double razor = args.real("razor");
+    SavePolicyGuard save_policy(razor_policy_from_flags("razor bench", razor, args.str("razor-values")));
     set_num_threads(static_cast<int>(threads));
 
     const std::string name = args.str("model");
@@ -93,7 +102,10 @@ int run_bench(const std::vector<std::string>& argv) {
                               {"saved_dense_bytes", tape.dense_bytes},
                               {"peak_tensor_bytes", memory_stats().peak_bytes},
                               {"peak_rss_bytes", peak_rss_bytes()},
-                              {"build", build_type()}};
+                              {"build", build_type()},
+                              {"razor", razor},
+                              {"razor_values", args.str("razor-values")},
+                              {"save_policy", active_save_policy().name()}};
     if (args.on("json")) {
         std::printf("%s\n", j.dump().c_str());
         return 0;

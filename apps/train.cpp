@@ -1,5 +1,6 @@
 // apps/train.cpp -- `razor train`: train a zoo model on CIFAR-10/100, Fashion-MNIST or an image folder, with
-// checkpoints, bit-exact resume, a JSONL log and an SVG plot of the curves.
+// checkpoints, bit-exact resume, a JSONL log and an SVG plot of the curves. `razor finetune` (apps/finetune.cpp) runs
+// this same loop on a pretrained backbone with a new head (--from, --freeze-bn, fine-tuning defaults).
 //
 // reference: the usual PyTorch CIFAR script (torchvision RandomCrop(32, 4) + RandomHorizontalFlip, SGD with Nesterov
 // momentum and weight decay, an lr schedule stepped once per iteration); bench/train_cifar_torch.py is its PyTorch
@@ -14,6 +15,10 @@
 // continued run is bit-for-bit the run that was never interrupted (same --threads). Flags that would change the
 // computation must match the checkpoint's (or be left out); --threads, --out, --log, --data, --eval-every,
 // --stop-after, --workers and --eval-batch may change, and --epochs may for schedules that do not depend on it.
+//
+// --razor R (both commands) trains under Back Razor's save policy (sparse/razor_policy.h): the forward is unchanged,
+// the tape keeps each saved activation pruned to its top (1 - R) per sample. The progress and epoch lines show the
+// tape's stored bytes against the dense-equivalent bytes and their ratio.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -25,6 +30,7 @@
 #include "apps/args.h"
 #include "apps/checkpoint.h"
 #include "apps/commands.h"
+#include "apps/finetune.h"
 #include "apps/plot.h"
 #include "apps/progress.h"
 #include "apps/train_common.h"
@@ -43,6 +49,7 @@ using json = nlohmann::json;
 
 namespace {
 
+// "razor train", or "razor finetune" while run_training(finetune = true) runs (it prefixes every error message).
 const char* kCmd = "razor train";
 
 struct FlagSpec {
@@ -53,8 +60,8 @@ struct FlagSpec {
     bool may_change_on_resume = false;
 };
 
-const std::vector<FlagSpec>& flag_specs() {
-    static const std::vector<FlagSpec> specs = {
+const std::vector<FlagSpec>& flag_specs(bool finetune) {
+    static const std::vector<FlagSpec> train = {
         {"model", "resnet20", "model name (razor info --list)"},
         {"dataset", "cifar10", "cifar10 | cifar100 | fashion-mnist | folder (ROOT/{train,test}/CLASS/*.png)"},
         {"data", "", "dataset folder (cifar10: the folder holding data_batch_1.bin)", false, true},
@@ -89,13 +96,34 @@ const std::vector<FlagSpec>& flag_specs() {
                           "the new run writes them)", true, true},
         {"stop-after", "0", "stop after this epoch with a checkpoint, to continue later with --resume (0 = off)",
          false, true},
+        {"razor", "0", "Back Razor: fraction of each saved activation dropped from the tape, in [0, 1) (0 = dense "
+                       "tape; 0.9 keeps the top 10% per sample)"},
+        {"razor-values", "fp32", "Back Razor: precision of the kept values, fp32 | fp16 | int8"},
     };
-    return specs;
+    // Fine-tuning: the same flags plus --from and --freeze-bn, with shorter, gentler defaults.
+    static const std::vector<FlagSpec> tune = [] {
+        std::vector<FlagSpec> s = train;
+        const std::map<std::string, const char*> defaults = {
+            {"model", ""}, {"epochs", "10"}, {"lr", "0.01"}, {"sched", "cosine"}, {"out", "runs/finetune"}};
+        for (FlagSpec& f : s)
+            if (auto it = defaults.find(f.name); it != defaults.end()) f.value = it->second;
+        s.front().help = "model name (default: the checkpoint's); must match the checkpoint apart from the head";
+        s.insert(s.begin(), {"from", "", "the pretrained model: a razor train folder (its last/), a checkpoint "
+                                         "folder or a model.safetensors; every tensor but the classifier head's is "
+                                         "loaded, the head is re-initialised for --classes"});
+        s.push_back({"freeze-bn", "", "BatchNorm layers in eval mode: running statistics frozen, weight and bias not "
+                                      "trained, nothing saved for backward", true});
+        return s;
+    }();
+    return finetune ? tune : train;
 }
 
-Args make_args() {
-    Args args("train", "train a model from scratch; checkpoints, resume, JSONL log and SVG curves in --out");
-    for (const auto& f : flag_specs()) {
+Args make_args(bool finetune) {
+    Args args(finetune ? "finetune" : "train",
+              finetune ? "fine-tune a pretrained model on new classes (new head; optional Back Razor tape); "
+                         "checkpoints, resume, JSONL log and SVG curves in --out"
+                       : "train a model from scratch; checkpoints, resume, JSONL log and SVG curves in --out");
+    for (const auto& f : flag_specs(finetune)) {
         if (f.boolean) args.boolean(f.name, f.help);
         else args.flag(f.name, f.value, f.help);
     }
@@ -111,7 +139,8 @@ bool same_value(const std::string& a, const std::string& b) {
 
 // On --resume: the checkpoint's flags, except those given now that may change; a given flag that may not change
 // must equal the stored one. Returns the flags re-parsed.
-Args reconcile(const Args& given, const std::string& config_json, const std::string& resume, const std::string& root) {
+Args reconcile(const Args& given, const std::string& config_json, const std::string& resume, const std::string& root,
+               bool finetune) {
     json stored;
     try {
         stored = json::parse(config_json);
@@ -120,7 +149,7 @@ Args reconcile(const Args& given, const std::string& config_json, const std::str
                         "); hint: resume from a folder razor train wrote"));
     }
     std::vector<std::string> argv;
-    for (const auto& f : flag_specs()) {
+    for (const auto& f : flag_specs(finetune)) {
         const std::string name = f.name;
         if (name == "resume") continue;
         std::string value = stored.contains(name) ? stored[name].get<std::string>() : given.str(name);
@@ -139,7 +168,7 @@ Args reconcile(const Args& given, const std::string& config_json, const std::str
         argv.push_back(fmt("--", name, "=", value));
     }
     argv.push_back(fmt("--resume=", resume));
-    Args args = make_args();
+    Args args = make_args(finetune);
     args.parse(argv);
     if (stored.contains("epochs") && !same_value(stored["epochs"].get<std::string>(), args.str("epochs"))) {
         const std::string sched = args.str("sched");
@@ -157,6 +186,10 @@ struct Config {
     int64_t epochs, batch, threads, workers, seed, eval_every, eval_batch, steps_per_epoch, stop_after, step_size;
     double lr, momentum, wd, warmup_epochs, gamma, label_smoothing, clip;
     bool nesterov, warmup_given;
+    double razor;                        // Back Razor ratio r (0 = dense tape)
+    std::string razor_values;            // fp32 | fp16 | int8
+    std::string from;                    // finetune: the pretrained model
+    bool finetune = false, freeze_bn = false;
     std::vector<int64_t> milestones;
 };
 
@@ -172,8 +205,11 @@ void require_one_of(const std::string& flag, const std::string& got, const std::
     if (!ok) throw Error(fmt(kCmd, ": --", flag, " must be one of ", list, "; got '", got, "'"));
 }
 
-Config read_config(const Args& a) {
+Config read_config(const Args& a, bool finetune) {
     Config c;
+    c.finetune = finetune;
+    c.razor = a.real("razor"), c.razor_values = a.str("razor-values");
+    if (finetune) c.from = a.str("from"), c.freeze_bn = a.on("freeze-bn");
     c.model = a.str("model"), c.dataset = a.str("dataset"), c.data = a.str("data"), c.classes = a.str("classes");
     c.opt = a.str("opt"), c.sched = a.str("sched"), c.augment = a.str("augment"), c.out = a.str("out");
     c.epochs = a.integer("epochs"), c.batch = a.integer("batch"), c.threads = a.integer("threads");
@@ -213,6 +249,9 @@ Config read_config(const Args& a) {
     if (c.nesterov && (c.opt != "sgd" || c.momentum <= 0))
         throw Error(fmt(kCmd, ": --nesterov needs --opt sgd and --momentum > 0, got --opt ", c.opt, " --momentum ",
                         c.momentum, "; hint: drop --nesterov or set --momentum 0.9"));
+    if (finetune && c.from.empty())
+        throw Error(fmt(kCmd, ": --from is required: the pretrained model to start from; hint: --from runs/pretrain "
+                        "(a razor train folder) or --from model.safetensors"));
     if (c.sched == "multistep") {
         for (double m : parse_number_list(kCmd, "milestones", a.str("milestones"))) {
             require(m >= 1 && m == std::floor(m), "milestones", a.str("milestones"), "whole epochs >= 1");
@@ -382,8 +421,14 @@ void prepare_log(const std::string& path, int64_t keep_through_epoch, Curves& cu
 
 }  // namespace
 
-int run_train(const std::vector<std::string>& argv) {
-    Args args = make_args();
+int run_train(const std::vector<std::string>& argv) { return run_training(argv, false); }
+
+int run_training(const std::vector<std::string>& argv, bool finetune) {
+    struct CommandName {   // error messages say which command failed
+        explicit CommandName(bool f) { kCmd = f ? "razor finetune" : "razor train"; }
+        ~CommandName() { kCmd = "razor train"; }
+    } command_name(finetune);
+    Args args = make_args(finetune);
     args.parse(argv);
     if (args.help_requested()) {
         std::printf("%s", args.usage().c_str());
@@ -396,12 +441,25 @@ int run_train(const std::vector<std::string>& argv) {
         const std::string root = fs::path(resumed.folder).parent_path().string();
         auto it = resumed.train_metadata.find("config");
         args = reconcile(args, it == resumed.train_metadata.end() ? "" : it->second, args.str("resume"),
-                         root.empty() ? "." : root);
+                         root.empty() ? "." : root, finetune);
     }
-    const Config c = read_config(args);
+    Config c = read_config(args, finetune);
     if (!resuming && !args.on("overwrite") && (fs::exists(fs::path(c.out) / "last") || fs::exists(fs::path(c.out) / "last.old")))
         throw Error(fmt(kCmd, ": ", c.out, " already holds a run (", c.out, "/last); hint: continue it with --resume ",
                         c.out, ", pick another --out, or pass --overwrite to start over"));
+    // The tape's save policy for everything this thread records (evaluation records nothing: NoGradGuard).
+    SavePolicyGuard save_policy(razor_policy_from_flags(kCmd, c.razor, c.razor_values));
+    // Fine-tuning starts from --from (a resumed run from its own checkpoint); --model defaults to the checkpoint's.
+    Checkpoint pretrained;
+    if (finetune && (!resuming || c.model.empty())) {
+        pretrained = open_checkpoint(c.from, true);
+        if (c.model.empty()) {
+            auto it = pretrained.model_metadata.find("model");
+            if (it == pretrained.model_metadata.end())
+                throw Error(fmt(kCmd, ": --from ", c.from, " does not record its model; hint: pass --model"));
+            c.model = it->second;
+        }
+    }
     set_num_threads(static_cast<int>(c.threads));
     std::printf("%s\n", runtime_banner().c_str());
 
@@ -428,7 +486,20 @@ int run_train(const std::vector<std::string>& argv) {
     Generator gen(static_cast<uint64_t>(c.seed));
     manual_seed(static_cast<uint64_t>(c.seed));
     auto model = models::make_model(c.model, data.train.num_classes, gen, {.in_channels = image[0], .image_size = image[1]});
-    auto opt = make_optimizer(c, model->named_parameters());
+    if (finetune && !resuming) {
+        const PretrainedLoad loaded = load_pretrained(kCmd, c.from, *model, pretrained);
+        std::printf("from   %s: %lld tensors loaded; head '%s' re-initialised, %s -> %lld classes\n", c.from.c_str(),
+                    static_cast<long long>(loaded.loaded), loaded.head.c_str(),
+                    loaded.source_head_weight.empty() ? "?" : fmt(loaded.source_head_weight[0]).c_str(),
+                    static_cast<long long>(data.train.num_classes));
+    }
+    if (c.freeze_bn)
+        std::printf("freeze %lld BatchNorm2d layers (eval mode, weight and bias not trained)\n",
+                    static_cast<long long>(freeze_batchnorm(*model)));
+    optim::NamedParameters trained;   // all but frozen ones
+    for (const auto& [name, p] : model->named_parameters())
+        if (p.requires_grad()) trained.emplace_back(name, p);
+    auto opt = make_optimizer(c, trained);
     auto sched = make_scheduler(c, *opt, spe);
     std::printf("model  %s: %lld parameters (%s)\n", c.model.c_str(), static_cast<long long>(model->num_parameters()),
                 format_bytes(model->num_parameters() * 4).c_str());
@@ -475,8 +546,9 @@ int run_train(const std::vector<std::string>& argv) {
     const fs::path log_dir = fs::path(c.log).parent_path();
     const std::string plot_path = ((log_dir.empty() ? fs::path(".") : log_dir) / "curves.svg").string();
     json config;
-    for (const auto& f : flag_specs())
+    for (const auto& f : flag_specs(finetune))
         if (std::string(f.name) != "resume") config[f.name] = args.str(f.name);
+    config["model"] = c.model;   // finetune: resolved from the checkpoint when not given
     std::map<std::string, std::string> model_meta = {
         {"format", "pt"},   // safetensors.torch's marker: plain PyTorch tensors
         {"model", c.model},
@@ -489,6 +561,7 @@ int run_train(const std::vector<std::string>& argv) {
     std::string names;
     for (const auto& n : data.train.classes) names += (names.empty() ? "" : ",") + n;
     model_meta["classes"] = names;
+    if (finetune) model_meta["finetuned_from"] = c.from;
 
     auto save = [&](const std::string& name, int64_t epoch) {
         Checkpoint ck;
@@ -520,6 +593,7 @@ int run_train(const std::vector<std::string>& argv) {
     TapeTotals tape_peak;
     for (int64_t epoch = start_epoch + 1; epoch <= c.epochs; ++epoch) {
         loader.set_epoch(epoch - 1);   // the order and augmentation of epoch e depend on (seed, e) only
+        if (c.freeze_bn) freeze_batchnorm(*model);   // evaluate() switched the whole model back to train()
         Progress progress(fmt("epoch ", epoch, "/", c.epochs), spe, c.batch);
         EpochRecord r;
         r.epoch = epoch, r.epochs = c.epochs, r.lr = opt->lr();
@@ -557,7 +631,9 @@ int run_train(const std::vector<std::string>& argv) {
             correct += count_correct(logits, b.labels);
             seen += B;
             progress.update(step, loss_sum / seen, static_cast<double>(correct) / seen,
-                            fmt("tape ", format_bytes(t.stored_bytes), " (dense ", format_bytes(t.dense_bytes), ")"));
+                            fmt("tape ", format_bytes(t.stored_bytes), " (dense ", format_bytes(t.dense_bytes), ", ",
+                                EpochRecord::fixed(t.stored_bytes ? double(t.dense_bytes) / t.stored_bytes : 0.0, 1),
+                                "x)"));
         }
         progress.finish();
         r.step = global_step;
