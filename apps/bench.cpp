@@ -39,8 +39,9 @@ int run_bench(const std::vector<std::string>& argv) {
         .flag("channels", "3", "input channels")
         .flag("image-size", "32", "input height = width")
         .flag("seed", "0", "seed for init and the synthetic batch")
-        .flag("razor", "0", "Back Razor ratio r: fraction of each saved activation dropped (0 = dense tape)")
-        .flag("razor-values", "fp32", "Back Razor kept-value precision: fp32 | fp16 | int8")
+        .flag("razor", "0", kRazorHelp)
+        .flag("razor-values", "fp32", kRazorValuesHelp)
+        .flag("razor-gelu", "d4", kRazorGeluHelp)
         .boolean("json", "print one JSON line (for scripts) instead of the table");
     args.parse(argv);
     if (args.help_requested()) {
@@ -53,7 +54,8 @@ int run_bench(const std::vector<std::string>& argv) {
         throw Error(fmt("razor bench: expected --batch >= 1, --steps >= 1, --warmup >= 0, --threads >= 0, --classes "
                         ">= 1; got ", batch, ", ", steps, ", ", warmup, ", ", threads, ", ", classes));
     const double razor = args.real("razor");
-    SavePolicyGuard save_policy(razor_policy_from_flags("razor bench", razor, args.str("razor-values")));
+    SavePolicyGuard save_policy(
+        razor_policy_from_flags("razor bench", razor, args.str("razor-values"), args.str("razor-gelu")));
     set_num_threads(static_cast<int>(threads));
 
     const std::string name = args.str("model");
@@ -105,6 +107,7 @@ int run_bench(const std::vector<std::string>& argv) {
                               {"build", build_type()},
                               {"razor", razor},
                               {"razor_values", args.str("razor-values")},
+                              {"razor_gelu", args.str("razor-gelu")},
                               {"save_policy", active_save_policy().name()}};
     if (args.on("json")) {
         std::printf("%s\n", j.dump().c_str());

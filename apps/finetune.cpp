@@ -86,7 +86,7 @@ PretrainedLoad load_pretrained(const std::string& command, const std::string& so
         if (!mismatched.empty()) what += fmt("; shape (checkpoint vs model): ", listed(mismatched));
         throw Error(fmt(command, ": --from ", source, " does not fit the model apart from its head '", r.head, "'",
                         what, "; hint: the checkpoint's model is ", source_model,
-                        ": pass the same --model (and --channels/--image-size geometry) it was trained with"));
+                        ": pass the --model it was trained with (and data of the same image size)"));
     }
     model.load_state_dict(state);
     return r;
@@ -105,8 +105,15 @@ int64_t freeze_batchnorm(nn::Module& model) {
     return count;
 }
 
+const char* const kRazorHelp =
+    "Back Razor: fraction of each saved activation dropped from the tape, in [0, 1) (0 = dense tape; 0.9 keeps the "
+    "top 10% per sample)";
+const char* const kRazorValuesHelp = "Back Razor: precision of the kept values, fp32 | fp16 | int8";
+const char* const kRazorGeluHelp =
+    "Back Razor: GELU input kept as d4 (4-bit derivative code) | fp16 (dense, the reference) | fp32 | int8 | razored";
+
 std::shared_ptr<const SavePolicy> razor_policy_from_flags(const std::string& command, double ratio,
-                                                          const std::string& values) {
+                                                          const std::string& values, const std::string& gelu) {
     if (!(ratio >= 0 && ratio < 1))
         throw Error(fmt(command, ": --razor must be in [0, 1) (the fraction of each saved activation dropped; 0 = the "
                         "dense tape), got ", ratio, "; hint: --razor 0.9 keeps 10%"));
@@ -117,11 +124,19 @@ std::shared_ptr<const SavePolicy> razor_policy_from_flags(const std::string& com
     else
         throw Error(fmt(command, ": --razor-values must be one of fp32 | fp16 | int8; got '", values,
                         "'; hint: fp32 is lossless on the kept values, int8 is the smallest"));
+    const std::map<std::string, sparse::GeluSave> gelu_modes = {
+        {"d4", sparse::GeluSave::Derivative4}, {"fp16", sparse::GeluSave::DenseF16}, {"fp32", sparse::GeluSave::Dense},
+        {"int8", sparse::GeluSave::DenseI8},   {"razored", sparse::GeluSave::Razored}};
+    auto g = gelu_modes.find(gelu);
+    if (g == gelu_modes.end())
+        throw Error(fmt(command, ": --razor-gelu must be one of d4 | fp16 | fp32 | int8 | razored; got '", gelu,
+                        "'; hint: fp16 is the reference's choice, d4 the smallest"));
     if (ratio == 0) return nullptr;
     sparse::RazorConfig config;
     config.ratio = ratio;
     config.values = codec;
     config.norm_values = codec;
+    config.gelu = g->second;
     return std::make_shared<sparse::RazorSavePolicy>(config);
 }
 

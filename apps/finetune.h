@@ -45,10 +45,17 @@ PretrainedLoad load_pretrained(const std::string& command, const std::string& so
 // BatchNorm2d layers.
 int64_t freeze_batchnorm(nn::Module& model);
 
-// The save policy of --razor R --razor-values V: nullptr (the dense tape) for R = 0, else a RazorSavePolicy with
-// ratio R whose razored items (conv/linear/matmul inputs, attention probabilities, BN/LN inputs) keep V values.
-// Throws naming the flag for R outside [0, 1) or an unknown V (fp32 | fp16 | int8).
+// The save policy of --razor R --razor-values V --razor-gelu G: nullptr (the dense tape) for R = 0, else a
+// RazorSavePolicy with ratio R whose razored items (conv/linear/matmul inputs, attention probabilities, BN/LN inputs)
+// keep V values, and whose GELU input is kept as G: d4 (4-bit derivative code, the CLI default; a razor extension),
+// fp16 (dense fp16, the reference), fp32 (dense), int8 (dense per-sample int8) or razored (pruned like the rest).
+// Throws naming the flag for R outside [0, 1) or an unknown V or G.
 std::shared_ptr<const SavePolicy> razor_policy_from_flags(const std::string& command, double ratio,
-                                                          const std::string& values);
+                                                          const std::string& values, const std::string& gelu = "d4");
+
+// The help texts of the three flags (one place for train, finetune, bench and info).
+extern const char* const kRazorHelp;
+extern const char* const kRazorValuesHelp;
+extern const char* const kRazorGeluHelp;
 
 }  // namespace razor::apps

@@ -69,8 +69,9 @@ int run_info(const std::vector<std::string>& argv) {
         .flag("image-size", "32", "input height = width (28 for MNIST-style mlp / lenet5)")
         .flag("depth", "0", "vit_tiny: number of transformer blocks (0 = 12)")
         .flag("threads", "0", "OpenMP threads (0 = all cores)")
-        .flag("razor", "0", "Back Razor ratio r for the tape (0 = dense); prints the tape breakdown")
-        .flag("razor-values", "fp32", "Back Razor kept-value precision: fp32 | fp16 | int8")
+        .flag("razor", "0", fmt(kRazorHelp, "; prints the tape breakdown"))
+        .flag("razor-values", "fp32", kRazorValuesHelp)
+        .flag("razor-gelu", "d4", kRazorGeluHelp)
         .boolean("tape", "print the tape breakdown (per module and op: stored vs dense-equivalent) for the dense tape")
         .flag("out", "runs/info", "folder for the tape breakdown's CSV and SVG (with --razor or --tape)")
         .boolean("list", "print the model names and exit");
@@ -86,7 +87,8 @@ int run_info(const std::vector<std::string>& argv) {
     const int64_t batch = args.integer("batch"), classes = args.integer("classes");
     if (batch < 1) throw Error(fmt("razor info: --batch must be >= 1, got ", batch));
     const double razor = args.real("razor");
-    SavePolicyGuard save_policy(razor_policy_from_flags("razor info", razor, args.str("razor-values")));
+    SavePolicyGuard save_policy(
+        razor_policy_from_flags("razor info", razor, args.str("razor-values"), args.str("razor-gelu")));
     const bool tape = razor > 0 || args.on("tape");
     set_num_threads(static_cast<int>(args.integer("threads")));
 

@@ -96,9 +96,9 @@ const std::vector<FlagSpec>& flag_specs(bool finetune) {
                           "the new run writes them)", true, true},
         {"stop-after", "0", "stop after this epoch with a checkpoint, to continue later with --resume (0 = off)",
          false, true},
-        {"razor", "0", "Back Razor: fraction of each saved activation dropped from the tape, in [0, 1) (0 = dense "
-                       "tape; 0.9 keeps the top 10% per sample)"},
-        {"razor-values", "fp32", "Back Razor: precision of the kept values, fp32 | fp16 | int8"},
+        {"razor", "0", kRazorHelp},
+        {"razor-values", "fp32", kRazorValuesHelp},
+        {"razor-gelu", "d4", kRazorGeluHelp},
     };
     // Fine-tuning: the same flags plus --from and --freeze-bn, with shorter, gentler defaults.
     static const std::vector<FlagSpec> tune = [] {
@@ -187,7 +187,7 @@ struct Config {
     double lr, momentum, wd, warmup_epochs, gamma, label_smoothing, clip;
     bool nesterov, warmup_given;
     double razor;                        // Back Razor ratio r (0 = dense tape)
-    std::string razor_values;            // fp32 | fp16 | int8
+    std::string razor_values, razor_gelu;   // fp32 | fp16 | int8; d4 | fp16 | fp32 | int8 | razored
     std::string from;                    // finetune: the pretrained model
     bool finetune = false, freeze_bn = false;
     std::vector<int64_t> milestones;
@@ -208,7 +208,7 @@ void require_one_of(const std::string& flag, const std::string& got, const std::
 Config read_config(const Args& a, bool finetune) {
     Config c;
     c.finetune = finetune;
-    c.razor = a.real("razor"), c.razor_values = a.str("razor-values");
+    c.razor = a.real("razor"), c.razor_values = a.str("razor-values"), c.razor_gelu = a.str("razor-gelu");
     if (finetune) c.from = a.str("from"), c.freeze_bn = a.on("freeze-bn");
     c.model = a.str("model"), c.dataset = a.str("dataset"), c.data = a.str("data"), c.classes = a.str("classes");
     c.opt = a.str("opt"), c.sched = a.str("sched"), c.augment = a.str("augment"), c.out = a.str("out");
@@ -448,7 +448,7 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
         throw Error(fmt(kCmd, ": ", c.out, " already holds a run (", c.out, "/last); hint: continue it with --resume ",
                         c.out, ", pick another --out, or pass --overwrite to start over"));
     // The tape's save policy for everything this thread records (evaluation records nothing: NoGradGuard).
-    SavePolicyGuard save_policy(razor_policy_from_flags(kCmd, c.razor, c.razor_values));
+    SavePolicyGuard save_policy(razor_policy_from_flags(kCmd, c.razor, c.razor_values, c.razor_gelu));
     // Fine-tuning starts from --from (a resumed run from its own checkpoint); --model defaults to the checkpoint's.
     Checkpoint pretrained;
     if (finetune && (!resuming || c.model.empty())) {
