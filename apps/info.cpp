@@ -113,7 +113,9 @@ int run_info(const std::vector<std::string>& argv) {
     std::printf("\ntape breakdown, %s, batch %lld (after one training-mode forward)\n\n%s", policy.c_str(),
                 static_cast<long long>(batch), models::format_tape(summary).c_str());
     char tag[64];
-    if (razor > 0) std::snprintf(tag, sizeof tag, "r%.2f-%s", razor, args.str("razor-values").c_str());
+    if (razor > 0)
+        std::snprintf(tag, sizeof tag, "r%.2f-%s%s%s", razor, args.str("razor-values").c_str(),
+                      args.str("razor-gelu") == "d4" ? "" : "-gelu-", args.str("razor-gelu") == "d4" ? "" : args.str("razor-gelu").c_str());
     else std::snprintf(tag, sizeof tag, "dense");
     std::filesystem::create_directories(args.str("out"));
     const std::string stem = (std::filesystem::path(args.str("out")) / fmt("tape-", name, "-b", batch, "-", tag)).string();
