@@ -12,6 +12,9 @@
 // --keep K times one VR-PGE phase-A iteration instead (apps/vrpge_common.h; both sampled passes, estimator, joint
 // clip, Adam on s, SGD on w, projection), every s at K and rho = K, compact channel execution; the same fields plus
 // keep, variant, align and flops_ratio (MACs of the sampled subnets over dense, per pass, averaged).
+// --razor R [--razor-values V] times the same step under Back Razor's save policy (apps/finetune.h,
+// razor_policy_from_flags); the JSON line has the same fields plus "razor" and "razor_values", so a script compares
+// rows of a dense and a razor run directly (bench/backrazor/compare.py).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +22,7 @@
 
 #include "apps/args.h"
 #include "apps/commands.h"
+#include "apps/finetune.h"
 #include "apps/vrpge_common.h"
 #include "core/core.h"
 #include "models/registry.h"
@@ -42,6 +46,9 @@ int run_bench(const std::vector<std::string>& argv) {
         .flag("keep", "0", "VR-PGE: time the sparse-training iteration at this channel keep ratio (0 = dense step)")
         .boolean("one-backward", "VR-PGE: the cheaper variant (two forwards, one backward; not the reference)")
         .flag("align", "0", "VR-PGE: round kept counts up to a multiple of this (changes the algorithm)")
+        .flag("razor", "0", kRazorHelp)
+        .flag("razor-values", "fp32", kRazorValuesHelp)
+        .flag("razor-gelu", "d4", kRazorGeluHelp)
         .boolean("json", "print one JSON line (for scripts) instead of the table");
     args.parse(argv);
     if (args.help_requested()) {
@@ -53,6 +60,9 @@ int run_bench(const std::vector<std::string>& argv) {
     if (batch < 1 || steps < 1 || warmup < 0 || threads < 0 || classes < 1)
         throw Error(fmt("razor bench: expected --batch >= 1, --steps >= 1, --warmup >= 0, --threads >= 0, --classes "
                         ">= 1; got ", batch, ", ", steps, ", ", warmup, ", ", threads, ", ", classes));
+    const double razor = args.real("razor");
+    SavePolicyGuard save_policy(
+        razor_policy_from_flags("razor bench", razor, args.str("razor-values"), args.str("razor-gelu")));
     set_num_threads(static_cast<int>(threads));
 
     const std::string name = args.str("model");
@@ -62,6 +72,8 @@ int run_bench(const std::vector<std::string>& argv) {
     optim::SGD opt(model->named_parameters(), {.lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true});
     const double keep = args.real("keep");
     if (keep < 0 || keep > 1) throw Error(fmt("razor bench: --keep must be in (0, 1] (0 = dense), got ", keep));
+    if (keep > 0 && razor > 0)
+        throw Error(fmt("razor bench: --keep ", keep, " and --razor ", razor, " time two different steps; hint: pass one of them"));
     std::unique_ptr<VrpgeTrainer> vrpge;
     if (keep > 0) {
         VrpgeTrainerOptions o;
@@ -120,7 +132,11 @@ int run_bench(const std::vector<std::string>& argv) {
                               {"saved_dense_bytes", tape.dense_bytes},
                               {"peak_tensor_bytes", memory_stats().peak_bytes},
                               {"peak_rss_bytes", peak_rss_bytes()},
-                              {"build", build_type()}};
+                              {"build", build_type()},
+                              {"razor", razor},
+                              {"razor_values", args.str("razor-values")},
+                              {"razor_gelu", args.str("razor-gelu")},
+                              {"save_policy", active_save_policy().name()}};
     if (vrpge) {
         j["keep"] = keep, j["variant"] = variant_name(vrpge->options.variant), j["align"] = vrpge->options.align;
         j["flops_ratio"] = flops_ratio;

@@ -15,11 +15,13 @@ const char* kUsage =
     "usage: razor <command> [flags]      (razor <command> --help for its flags)\n"
     "\n"
     "commands:\n"
-    "  demo     train a small MLP on Fashion-MNIST (Debian's dataset-fashion-mnist): accuracy, speed, memory, plot\n"
+    "  demo     train a small CNN on Fashion-MNIST (Debian's dataset-fashion-mnist): accuracy, speed, memory, plot\n"
     "  info     a model's layers: output shapes, parameters, FLOPs, saved-activation bytes (razor info --list)\n"
     "  train    train a model on CIFAR-10/100, Fashion-MNIST or an image folder: checkpoints, resume, log, curves\n"
+    "  finetune fine-tune a pretrained model on new classes (new head, --razor R for a Back Razor tape, --freeze-bn)\n"
     "  eval     a checkpoint's test accuracy, loss and per-class accuracy\n"
-    "  bench    time the full training step (forward, backward, SGD) on synthetic data; --json for one line\n"
+    "  bench    time the full training step (forward, backward, SGD) on synthetic data; --json for one line;\n"
+    "           --razor R times it with the Back Razor tape, --keep K the VR-PGE iteration\n"
     "  sparse-train  VR-PGE channel-sparse training, subnetwork fine-tune and export of a smaller dense model\n";
 }
 
@@ -28,6 +30,7 @@ int main(int argc, char** argv) {
         {"demo", razor::apps::run_demo},
         {"info", razor::apps::run_info},
         {"train", razor::apps::run_train},
+        {"finetune", razor::apps::run_finetune},
         {"eval", razor::apps::run_eval},
         {"bench", razor::apps::run_bench},
         {"sparse-train", razor::apps::run_sparse_train},

@@ -78,4 +78,38 @@ void write_svg_plot(const std::string& path, const std::vector<Panel>& panels) {
     write_file_atomic(path, svg);
 }
 
+void write_svg_bars(const std::string& path, const std::string& title, const std::string& unit,
+                    const std::vector<std::string>& categories, const std::vector<BarSeries>& series) {
+    const double bar = 12, gap = 10, label_w = 170, plot_w = 420, value_w = 90, top = 40;
+    const double group = bar * std::max<size_t>(series.size(), 1) + gap;
+    const double width = label_w + plot_w + value_w, height = top + group * categories.size() + 20;
+    double vmax = 0;
+    for (const BarSeries& s : series)
+        for (double v : s.values)
+            if (std::isfinite(v)) vmax = std::max(vmax, v);
+    if (vmax <= 0) vmax = 1;
+    std::string svg = "<svg xmlns='http://www.w3.org/2000/svg' width='" + num(width) + "' height='" + num(height) +
+                      "' font-family='sans-serif' font-size='11'>\n<rect width='100%' height='100%' fill='white'/>\n";
+    svg += "<text x='" + num(width / 2) + "' y='16' text-anchor='middle' font-size='13'>" + escape(title) + "</text>\n";
+    for (size_t k = 0; k < series.size(); ++k)   // legend
+        svg += "<rect x='" + num(label_w + 150 * k) + "' y='24' width='10' height='10' fill='" + kColors[k % 6] +
+               "'/><text x='" + num(label_w + 150 * k + 14) + "' y='33'>" + escape(series[k].name) + "</text>\n";
+    for (size_t c = 0; c < categories.size(); ++c) {
+        const double y0 = top + group * c;
+        svg += "<text x='" + num(label_w - 6) + "' y='" + num(y0 + group / 2) + "' text-anchor='end'>" +
+               escape(categories[c]) + "</text>\n";
+        for (size_t k = 0; k < series.size(); ++k) {
+            const double v = c < series[k].values.size() && std::isfinite(series[k].values[c]) ? series[k].values[c] : 0;
+            const double w = plot_w * v / vmax, y = y0 + bar * k;
+            svg += "<rect x='" + num(label_w) + "' y='" + num(y) + "' width='" + num(w) + "' height='" + num(bar - 1) +
+                   "' fill='" + kColors[k % 6] + "'/>\n";
+            svg += "<text x='" + num(label_w + w + 4) + "' y='" + num(y + bar - 3) + "'>" + num(v) + " " +
+                   escape(unit) + "</text>\n";
+        }
+    }
+    svg += "<line x1='" + num(label_w) + "' x2='" + num(label_w) + "' y1='" + num(top - 2) + "' y2='" +
+           num(height - 18) + "' stroke='#888'/>\n</svg>\n";
+    write_file_atomic(path, svg);
+}
+
 }  // namespace razor::apps

@@ -1,5 +1,6 @@
 // apps/train.cpp -- `razor train`: train a zoo model on CIFAR-10/100, Fashion-MNIST or an image folder, with
-// checkpoints, bit-exact resume, a JSONL log and an SVG plot of the curves.
+// checkpoints, bit-exact resume, a JSONL log and an SVG plot of the curves. `razor finetune` (apps/finetune.cpp) runs
+// this same loop on a pretrained backbone with a new head (--from, --freeze-bn, fine-tuning defaults).
 //
 // reference: the usual PyTorch CIFAR script (torchvision RandomCrop(32, 4) + RandomHorizontalFlip, SGD with Nesterov
 // momentum and weight decay, an lr schedule stepped once per iteration); bench/train_cifar_torch.py is its PyTorch
@@ -14,6 +15,10 @@
 // continued run is bit-for-bit the run that was never interrupted (same --threads). Flags that would change the
 // computation must match the checkpoint's (or be left out); --threads, --out, --log, --data, --eval-every,
 // --stop-after, --workers and --eval-batch may change, and --epochs may for schedules that do not depend on it.
+//
+// --razor R (both commands) trains under Back Razor's save policy (sparse/razor_policy.h): the forward is unchanged,
+// the tape keeps each saved activation pruned to its top (1 - R) per sample. The progress and epoch lines show the
+// tape's stored bytes against the dense-equivalent bytes and their ratio.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -25,6 +30,7 @@
 #include "apps/args.h"
 #include "apps/checkpoint.h"
 #include "apps/commands.h"
+#include "apps/finetune.h"
 #include "apps/nonfinite.h"
 #include "apps/plot.h"
 #include "apps/progress.h"
@@ -45,6 +51,7 @@ using json = nlohmann::json;
 
 namespace {
 
+// "razor train", or "razor finetune" while run_training(finetune = true) runs (it prefixes every error message).
 const char* kCmd = "razor train";
 
 struct FlagSpec {
@@ -55,8 +62,8 @@ struct FlagSpec {
     bool may_change_on_resume = false;
 };
 
-const std::vector<FlagSpec>& flag_specs() {
-    static const std::vector<FlagSpec> specs = {
+const std::vector<FlagSpec>& flag_specs(bool finetune) {
+    static const std::vector<FlagSpec> train = {
         {"model", "resnet20", "model name (razor info --list)"},
         {"dataset", "cifar10", "cifar10 | cifar100 | fashion-mnist | folder (ROOT/{train,test}/CLASS/*.png)"},
         {"data", "", "dataset folder (cifar10: the folder holding data_batch_1.bin)", false, true},
@@ -93,13 +100,34 @@ const std::vector<FlagSpec>& flag_specs() {
          false, true},
         {"skip-nonfinite", "", "on a NaN/Inf loss or gradient: report the op, skip the optimizer step and go on "
                                "(gives up after 20 such steps in a row); default: stop", true, true},
+        {"razor", "0", kRazorHelp},
+        {"razor-values", "fp32", kRazorValuesHelp},
+        {"razor-gelu", "d4", kRazorGeluHelp},
     };
-    return specs;
+    // Fine-tuning: the same flags plus --from and --freeze-bn, with shorter, gentler defaults.
+    static const std::vector<FlagSpec> tune = [] {
+        std::vector<FlagSpec> s = train;
+        const std::map<std::string, const char*> defaults = {
+            {"model", ""}, {"epochs", "10"}, {"lr", "0.01"}, {"sched", "cosine"}, {"out", "runs/finetune"}};
+        for (FlagSpec& f : s)
+            if (auto it = defaults.find(f.name); it != defaults.end()) f.value = it->second;
+        s.front().help = "model name (default: the checkpoint's); must match the checkpoint apart from the head";
+        s.insert(s.begin(), {"from", "", "the pretrained model: a razor train folder (its last/), a checkpoint "
+                                         "folder or a model.safetensors; every tensor but the classifier head's is "
+                                         "loaded, the head is re-initialised for --classes"});
+        s.push_back({"freeze-bn", "", "BatchNorm layers in eval mode: running statistics frozen, weight and bias not "
+                                      "trained, nothing saved for backward", true});
+        return s;
+    }();
+    return finetune ? tune : train;
 }
 
-Args make_args() {
-    Args args("train", "train a model from scratch; checkpoints, resume, JSONL log and SVG curves in --out");
-    for (const auto& f : flag_specs()) {
+Args make_args(bool finetune) {
+    Args args(finetune ? "finetune" : "train",
+              finetune ? "fine-tune a pretrained model on new classes (new head; optional Back Razor tape); "
+                         "checkpoints, resume, JSONL log and SVG curves in --out"
+                       : "train a model from scratch; checkpoints, resume, JSONL log and SVG curves in --out");
+    for (const auto& f : flag_specs(finetune)) {
         if (f.boolean) args.boolean(f.name, f.help);
         else args.flag(f.name, f.value, f.help);
     }
@@ -115,10 +143,11 @@ bool same_value(const std::string& a, const std::string& b) {
 
 // On --resume: the checkpoint's flags, except those given now that may change; a given flag that may not change
 // must equal the stored one. Returns the flags re-parsed.
-Args reconcile(const Args& given, const std::string& config_json, const std::string& resume, const std::string& root) {
+Args reconcile(const Args& given, const std::string& config_json, const std::string& resume, const std::string& root,
+               bool finetune) {
     const std::map<std::string, std::string> stored = parse_run_config(config_json, fmt(kCmd, ": ", resume));
     std::vector<std::string> argv;
-    for (const auto& f : flag_specs()) {
+    for (const auto& f : flag_specs(finetune)) {
         const std::string name = f.name;
         if (name == "resume") continue;
         std::string value = stored.count(name) ? stored.at(name) : given.str(name);
@@ -137,7 +166,7 @@ Args reconcile(const Args& given, const std::string& config_json, const std::str
         argv.push_back(fmt("--", name, "=", value));
     }
     argv.push_back(fmt("--resume=", resume));
-    Args args = make_args();
+    Args args = make_args(finetune);
     args.parse(argv);
     if (stored.count("epochs") && !same_value(stored.at("epochs"), args.str("epochs"))) {
         const std::string sched = args.str("sched");
@@ -155,6 +184,10 @@ struct Config {
     int64_t epochs, batch, threads, workers, seed, eval_every, eval_batch, steps_per_epoch, stop_after, step_size;
     double lr, momentum, wd, warmup_epochs, gamma, label_smoothing, clip;
     bool nesterov, warmup_given, skip_nonfinite;
+    double razor;                        // Back Razor ratio r (0 = dense tape)
+    std::string razor_values, razor_gelu;   // fp32 | fp16 | int8; d4 | fp16 | fp32 | int8 | razored
+    std::string from;                    // finetune: the pretrained model
+    bool finetune = false, freeze_bn = false;
     std::vector<int64_t> milestones;
 };
 
@@ -170,8 +203,11 @@ void require_one_of(const std::string& flag, const std::string& got, const std::
     if (!ok) throw Error(fmt(kCmd, ": --", flag, " must be one of ", list, "; got '", got, "'"));
 }
 
-Config read_config(const Args& a) {
+Config read_config(const Args& a, bool finetune) {
     Config c;
+    c.finetune = finetune;
+    c.razor = a.real("razor"), c.razor_values = a.str("razor-values"), c.razor_gelu = a.str("razor-gelu");
+    if (finetune) c.from = a.str("from"), c.freeze_bn = a.on("freeze-bn");
     c.model = a.str("model"), c.dataset = a.str("dataset"), c.data = a.str("data"), c.classes = a.str("classes");
     c.opt = a.str("opt"), c.sched = a.str("sched"), c.augment = a.str("augment"), c.out = a.str("out");
     c.epochs = a.integer("epochs"), c.batch = a.integer("batch"), c.threads = a.integer("threads");
@@ -212,6 +248,9 @@ Config read_config(const Args& a) {
     if (c.nesterov && (c.opt != "sgd" || c.momentum <= 0))
         throw Error(fmt(kCmd, ": --nesterov needs --opt sgd and --momentum > 0, got --opt ", c.opt, " --momentum ",
                         c.momentum, "; hint: drop --nesterov or set --momentum 0.9"));
+    if (finetune && c.from.empty())
+        throw Error(fmt(kCmd, ": --from is required: the pretrained model to start from; hint: --from runs/pretrain "
+                        "(a razor train folder) or --from model.safetensors"));
     if (c.sched == "multistep") {
         for (double m : parse_number_list(kCmd, "milestones", a.str("milestones"))) {
             require(m >= 1 && m == std::floor(m), "milestones", a.str("milestones"), "whole epochs >= 1");
@@ -351,8 +390,14 @@ void prepare_log(const std::string& path, int64_t keep_through_epoch, Curves& cu
 
 }  // namespace
 
-int run_train(const std::vector<std::string>& argv) {
-    Args args = make_args();
+int run_train(const std::vector<std::string>& argv) { return run_training(argv, false); }
+
+int run_training(const std::vector<std::string>& argv, bool finetune) {
+    struct CommandName {   // error messages say which command failed
+        explicit CommandName(bool f) { kCmd = f ? "razor finetune" : "razor train"; }
+        ~CommandName() { kCmd = "razor train"; }
+    } command_name(finetune);
+    Args args = make_args(finetune);
     args.parse(argv);
     if (args.help_requested()) {
         std::printf("%s", args.usage().c_str());
@@ -365,12 +410,25 @@ int run_train(const std::vector<std::string>& argv) {
         const std::string root = fs::path(resumed.folder).parent_path().string();
         auto it = resumed.train_metadata.find("config");
         args = reconcile(args, it == resumed.train_metadata.end() ? "" : it->second, args.str("resume"),
-                         root.empty() ? "." : root);
+                         root.empty() ? "." : root, finetune);
     }
-    const Config c = read_config(args);
+    Config c = read_config(args, finetune);
     if (!resuming && !args.on("overwrite") && (fs::exists(fs::path(c.out) / "last") || fs::exists(fs::path(c.out) / "last.old")))
         throw Error(fmt(kCmd, ": ", c.out, " already holds a run (", c.out, "/last); hint: continue it with --resume ",
                         c.out, ", pick another --out, or pass --overwrite to start over"));
+    // The tape's save policy for everything this thread records (evaluation records nothing: NoGradGuard).
+    SavePolicyGuard save_policy(razor_policy_from_flags(kCmd, c.razor, c.razor_values, c.razor_gelu));
+    // Fine-tuning starts from --from (a resumed run from its own checkpoint); --model defaults to the checkpoint's.
+    Checkpoint pretrained;
+    if (finetune && (!resuming || c.model.empty())) {
+        pretrained = open_checkpoint(c.from, true);
+        if (c.model.empty()) {
+            auto it = pretrained.model_metadata.find("model");
+            if (it == pretrained.model_metadata.end())
+                throw Error(fmt(kCmd, ": --from ", c.from, " does not record its model; hint: pass --model"));
+            c.model = it->second;
+        }
+    }
     set_num_threads(static_cast<int>(c.threads));
     std::printf("%s\n", runtime_banner().c_str());
 
@@ -397,7 +455,20 @@ int run_train(const std::vector<std::string>& argv) {
     Generator gen(static_cast<uint64_t>(c.seed));
     manual_seed(static_cast<uint64_t>(c.seed));
     auto model = models::make_model(c.model, data.train.num_classes, gen, {.in_channels = image[0], .image_size = image[1]});
-    auto opt = make_optimizer(c, model->named_parameters());
+    if (finetune && !resuming) {
+        const PretrainedLoad loaded = load_pretrained(kCmd, c.from, *model, pretrained);
+        std::printf("from   %s: %lld tensors loaded; head '%s' re-initialised, %s -> %lld classes\n", c.from.c_str(),
+                    static_cast<long long>(loaded.loaded), loaded.head.c_str(),
+                    loaded.source_head_weight.empty() ? "?" : fmt(loaded.source_head_weight[0]).c_str(),
+                    static_cast<long long>(data.train.num_classes));
+    }
+    if (c.freeze_bn)
+        std::printf("freeze %lld BatchNorm2d layers (eval mode, weight and bias not trained)\n",
+                    static_cast<long long>(freeze_batchnorm(*model)));
+    optim::NamedParameters trained;   // all but frozen ones
+    for (const auto& [name, p] : model->named_parameters())
+        if (p.requires_grad()) trained.emplace_back(name, p);
+    auto opt = make_optimizer(c, trained);
     auto sched = make_scheduler(c, *opt, spe);
     std::printf("model  %s: %lld parameters (%s)\n", c.model.c_str(), static_cast<long long>(model->num_parameters()),
                 format_bytes(model->num_parameters() * 4).c_str());
@@ -438,8 +509,9 @@ int run_train(const std::vector<std::string>& argv) {
     const fs::path log_dir = fs::path(c.log).parent_path();
     const std::string plot_path = ((log_dir.empty() ? fs::path(".") : log_dir) / "curves.svg").string();
     json config;
-    for (const auto& f : flag_specs())
+    for (const auto& f : flag_specs(finetune))
         if (std::string(f.name) != "resume") config[f.name] = args.str(f.name);
+    config["model"] = c.model;   // finetune: resolved from the checkpoint when not given
     std::map<std::string, std::string> model_meta = {
         {"format", "pt"},   // safetensors.torch's marker: plain PyTorch tensors
         {"model", c.model},
@@ -452,6 +524,7 @@ int run_train(const std::vector<std::string>& argv) {
     std::string names;
     for (const auto& n : data.train.classes) names += (names.empty() ? "" : ",") + n;
     model_meta["classes"] = names;
+    if (finetune) model_meta["finetuned_from"] = c.from;
 
     auto save = [&](const std::string& name, int64_t epoch) {
         Checkpoint ck;
@@ -484,6 +557,7 @@ int run_train(const std::vector<std::string>& argv) {
     NonFiniteGuard nonfinite(*model, {.skip = c.skip_nonfinite});
     for (int64_t epoch = start_epoch + 1; epoch <= c.epochs; ++epoch) {
         loader.set_epoch(epoch - 1);   // the order and augmentation of epoch e depend on (seed, e) only
+        if (c.freeze_bn) freeze_batchnorm(*model);   // evaluate() switched the whole model back to train()
         Progress progress(fmt("epoch ", epoch, "/", c.epochs), spe, c.batch);
         EpochRecord r;
         r.epoch = epoch, r.epochs = c.epochs, r.lr = opt->lr();
@@ -536,7 +610,9 @@ int run_train(const std::vector<std::string>& argv) {
             correct += count_correct(logits, b.labels);
             seen += B;
             progress.update(step, loss_sum / seen, static_cast<double>(correct) / seen,
-                            fmt("tape ", format_bytes(t.stored_bytes), " (dense ", format_bytes(t.dense_bytes), ")"));
+                            fmt("tape ", format_bytes(t.stored_bytes), " (dense ", format_bytes(t.dense_bytes), ", ",
+                                EpochRecord::fixed(t.stored_bytes ? double(t.dense_bytes) / t.stored_bytes : 0.0, 1),
+                                "x)"));
         }
         progress.finish();
         r.step = global_step;

@@ -38,6 +38,14 @@ DenseSaved::DenseSaved(const Tensor& t, std::string op, bool counted)
     : SavedTensor(t.shape(), t.dtype()), tensor_(t.detach()), version_(t.version()), op_(std::move(op)),
       counted_(counted) {}
 
+void SavedTensor::unpack_rows(int64_t first, int64_t count, float* dst) const {
+    const Tensor all = unpack().contiguous();
+    RAZOR_CHECK(all.dtype() == DType::F32 && all.dim() > 0 && first >= 0 && first + count <= all.size(0))
+        << "unpack_rows: rows [" << first << ", " << first + count << ") of " << shape_str(all.shape());
+    const int64_t row = all.numel() / all.size(0);
+    std::copy(all.f32() + first * row, all.f32() + (first + count) * row, dst);
+}
+
 Tensor DenseSaved::unpack() const {
     if (tensor_.version() != version_)
         throw Error(fmt(op_, ": a tensor ", shape_str(shape()), " saved for backward was modified in place after it ",

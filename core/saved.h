@@ -61,6 +61,12 @@ public:
     // The storage this form keeps alive, if it shares one with live tensors (dense references do); used to
     // count a storage saved by several nodes once.
     virtual const Storage* shared_storage() const { return nullptr; }
+    // Samples [first, first + count) along dim 0 of the dense f32 form (numel / size(0) elements each) into dst, so
+    // a backward kernel can expand one image at a time into a small scratch buffer instead of a whole-tensor
+    // transient (conv2d's gW). Cheap only where has_row_unpack() is true (forms that store samples independently);
+    // the default expands everything and copies the rows. Serial: callers run it inside their own parallel loops.
+    virtual bool has_row_unpack() const { return false; }
+    virtual void unpack_rows(int64_t first, int64_t count, float* dst) const;
 
     const Shape& shape() const { return shape_; }
     DType dtype() const { return dtype_; }

@@ -91,8 +91,18 @@ ModelSummary summarize(nn::Module& model, const Shape& input_shape, uint64_t see
         });
         const Tensor y = model(x);   // the graph, and so the tape, lives until the end of this scope
         s.output = y.shape();
+        std::map<std::pair<std::string, std::string>, size_t> tape_index;   // (path, op) -> s.tape
         for (const auto& r : TapeAccounting::instance().records()) {
             if (before.count(r.id)) continue;
+            if (r.kind != SaveKind::Parameter) {
+                auto [t, fresh] = tape_index.try_emplace({r.module_path, r.op}, s.tape.size());
+                if (fresh) s.tape.push_back(TapeRow{r.module_path, r.op, "", r.shape});
+                TapeRow& row = s.tape[t->second];
+                row.saved += (row.saved.empty() ? "" : " ") + r.name + ":" + r.format;
+                ++row.items;
+                row.stored_bytes += r.stored_bytes;
+                row.dense_bytes += r.dense_bytes;
+            }
             auto it = index.find(r.module_path);
             LayerSummary& row = s.layers[it == index.end() ? 0 : it->second];
             row.saved_bytes += r.stored_bytes;
@@ -143,6 +153,41 @@ std::string format_summary(const ModelSummary& s) {
     out += fmt("saved tape    ", format_bytes(s.saved_bytes), " for batch ", batch, " (", format_bytes(s.saved_bytes / batch),
                " per image; dense fp32 tape ", format_bytes(s.saved_dense_bytes), ", ", ratio, ") in ",
                s.saved_items, " items\n");
+    return out;
+}
+
+std::string format_tape(const ModelSummary& s) {
+    std::string out;
+    char line[640];
+    auto ratio = [](int64_t dense, int64_t stored) {
+        char buf[32];
+        if (stored == 0) std::snprintf(buf, sizeof buf, dense ? "shared" : "-");
+        else std::snprintf(buf, sizeof buf, "%.1fx", double(dense) / stored);
+        return std::string(buf);
+    };
+    std::snprintf(line, sizeof line, "%-26s %-12s %-18s %11s %11s %7s  %s\n", "module", "op", "shape", "stored",
+                  "dense-eq", "ratio", "saved (item:format)");
+    out += line;
+    out += std::string(123, '-') + "\n";
+    for (const TapeRow& r : s.tape) {
+        std::snprintf(line, sizeof line, "%-26s %-12s %-18s %11s %11s %7s  %s\n",
+                      r.path.empty() ? "(model)" : r.path.c_str(), r.op.c_str(), shape_str(r.shape).c_str(),
+                      format_bytes(r.stored_bytes).c_str(), format_bytes(r.dense_bytes).c_str(),
+                      ratio(r.dense_bytes, r.stored_bytes).c_str(), r.saved.c_str());
+        out += line;
+    }
+    out += std::string(123, '-') + "\n";
+    // Per op family: where the bytes are.
+    std::map<std::string, std::pair<int64_t, int64_t>> by_op;
+    for (const TapeRow& r : s.tape) by_op[r.op].first += r.stored_bytes, by_op[r.op].second += r.dense_bytes;
+    out += "by op        ";
+    for (const auto& [op, b] : by_op)
+        out += fmt(op, " ", format_bytes(b.first), " / ", format_bytes(b.second), " (", ratio(b.second, b.first),
+                   ")   ");
+    out += "\n";
+    out += fmt("tape total   stored ", format_bytes(s.saved_bytes), " vs dense-equivalent ",
+               format_bytes(s.saved_dense_bytes), ": ", ratio(s.saved_dense_bytes, s.saved_bytes), " smaller (",
+               s.saved_items, " items; batch ", s.input.empty() ? 1 : s.input[0], ")\n");
     return out;
 }
 

@@ -38,6 +38,18 @@ struct LayerSummary {
     int64_t saved_dense_bytes = 0;   // what a dense fp32 tape would hold for the same items
 };
 
+// One (module path, op) node's saved items, as TapeAccounting recorded them (parameters held by reference, 0 bytes,
+// are left out). `saved` lists them as "name:format", e.g. "x:bitmap+f32 r=0.90 mean:dense rstd:dense".
+struct TapeRow {
+    std::string path;          // module path ("layer1.0.conv1"; "" for ops called by the model itself)
+    std::string op;            // "conv2d"
+    std::string saved;         // items and their stored forms
+    Shape shape;               // the first item's shape (the activation)
+    int64_t items = 0;
+    int64_t stored_bytes = 0;  // as stored (a deduplicated copy counts 0)
+    int64_t dense_bytes = 0;   // what a dense fp32 tape would hold
+};
+
 struct ModelSummary {
     Shape input, output;
     std::vector<LayerSummary> layers;   // module tree in pre-order (registration order)
@@ -47,11 +59,16 @@ struct ModelSummary {
     int64_t saved_bytes = 0;            // the tape after the forward, all paths
     int64_t saved_dense_bytes = 0;
     int64_t saved_items = 0;
+    std::vector<TapeRow> tape;          // per (module path, op) in save order
 };
 
 ModelSummary summarize(nn::Module& model, const Shape& input_shape, uint64_t seed = 0);
 
 // The table razor info prints: one row per module, indented by depth, then the totals (per batch and per image).
 std::string format_summary(const ModelSummary& summary);
+
+// The tape breakdown razor info --razor prints: one row per (module path, op) with what it saved, stored and
+// dense-equivalent bytes and their ratio, then the totals.
+std::string format_tape(const ModelSummary& summary);
 
 }  // namespace razor::models

@@ -4,6 +4,7 @@
 
 #include "sparse/dense_coded.h"
 #include "sparse/fp16.h"
+#include "sparse/gelu_code.h"
 #include "sparse/masker.h"
 #include "sparse/razor_policy.h"
 #include "sparse/razored_tensor.h"

@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "sparse/dense_coded.h"
+#include "sparse/gelu_code.h"
 
 namespace razor::sparse {
 
@@ -32,6 +33,7 @@ const char* gelu_save_name(GeluSave mode) {
         case GeluSave::Dense: return "dense";
         case GeluSave::DenseI8: return "dense-i8";
         case GeluSave::Razored: return "razored";
+        case GeluSave::Derivative4: return "d4";
     }
     return "?";
 }
@@ -101,6 +103,7 @@ RazorSavePolicy::Decision RazorSavePolicy::decide(const SaveSite& site) const {
                 case GeluSave::DenseF16: d.form = Form::DenseF16, d.options.values = ValueCodec::F16; break;
                 case GeluSave::DenseI8: d.form = Form::DenseI8, d.options.values = ValueCodec::I8; break;
                 case GeluSave::Razored: d.form = Form::Razored; break;
+                case GeluSave::Derivative4: d.form = Form::GeluCode; break;
             }
             break;
         case Role::None: break;
@@ -137,6 +140,7 @@ std::unique_ptr<SavedTensor> RazorSavePolicy::pack(const Tensor& t, const SaveSi
         case Form::Razored: return pack_razored(t, d.options);
         case Form::DenseF16: return DenseCodedTensor::pack(t, ValueCodec::F16);
         case Form::DenseI8: return DenseCodedTensor::pack(t, ValueCodec::I8);
+        case Form::GeluCode: return GeluDerivativeCode::pack(t);
         case Form::Dense: break;
     }
     return std::make_unique<DenseSaved>(t, std::string(site.op), site.kind != SaveKind::Parameter);

@@ -16,7 +16,8 @@
 //   softmax       y     Activation   razored (bitmap + `values`)          (attention probabilities P; prune_softmax)
 //   batch_norm    x     Activation   razored (bitmap + `norm_values`)     mean/rstd: Statistics, exact dense fp32
 //   layer_norm    x     Activation   razored (bitmap + `norm_values`)     mean/rstd: Statistics, exact dense fp32
-//   gelu          x     Activation   per `gelu`: dense fp16 (the reference), dense fp32, dense int8, or razored
+//   gelu          x     Activation   per `gelu`: dense fp16 (the reference), dense fp32, dense int8, razored, or a
+//                                    4-bit code of GELU's derivative (sparse/gelu_code.h; a razor extension)
 //   anything else, and every Mask / Indices / Statistics / Parameter item: as the dense policy (DenseSaved).
 //
 // Per-module overrides (a razor extension; the reference has one global ratio plus a head ratio): `modules` maps a
@@ -52,6 +53,8 @@ enum class GeluSave : uint8_t {
     Dense,      // dense fp32 reference (as the dense policy)
     DenseI8,    // dense, per-sample int8 (razor extension)
     Razored,    // pruned like the Linear inputs (the reference has this masker but does not use it for the ViT)
+    Derivative4,   // 4-bit code of GELU's derivative, 0.5 bytes/element, |error of d| <= 0.0435 (razor extension;
+                   // sparse/gelu_code.h)
 };
 const char* gelu_save_name(GeluSave mode);
 
@@ -84,7 +87,7 @@ public:
     const RazorConfig& config() const { return config_; }
 
     // What this policy would do with an item at `site` (exposed for reports and tests).
-    enum class Form : uint8_t { Dense, Razored, DenseF16, DenseI8 };
+    enum class Form : uint8_t { Dense, Razored, DenseF16, DenseI8, GeluCode };
     struct Decision {
         Form form = Form::Dense;
         RazorPackOptions options;   // for Razored; options.values also names the DenseI8/DenseF16 codec

@@ -298,23 +298,31 @@ std::string RazoredTensor::format() const {
     return buf;
 }
 
-void RazoredTensor::unpack_into(float* dst) const {
-    const int64_t B = batch(), n_s = sample_numel(), W = words_per_sample();
-    const uint64_t* bits = bitmap();
-    const int64_t* off = offsets();
-    const float* qp = qparams();
-    const ValueCodec codec = value_codec();
-    const void* vals = values();
-#pragma omp parallel for schedule(static) if (B > 1 && B * n_s >= kParallelElements)
-    for (int64_t b = 0; b < B; ++b) {
-        float* out = dst + b * n_s;   // (n_s)
-        if (codec == ValueCodec::F32)
-            scatter_f32(bits + b * W, n_s, static_cast<const float*>(vals) + off[b], out);
-        else if (codec == ValueCodec::F16)
-            scatter_f16(bits + b * W, n_s, static_cast<const uint16_t*>(vals) + off[b], out);
-        else
-            scatter_i8(bits + b * W, n_s, static_cast<const uint8_t*>(vals) + off[b], qp[2 * b], qp[2 * b + 1], out);
+// Sample b, dense: kept values at their bitmap positions, zeros elsewhere. out: (n_s)
+void RazoredTensor::unpack_sample(int64_t b, float* out) const {
+    const int64_t n_s = sample_numel(), W = words_per_sample();
+    const uint64_t* bits = bitmap() + b * W;
+    const int64_t first = offsets()[b];
+    switch (value_codec()) {
+        case ValueCodec::F32: scatter_f32(bits, n_s, static_cast<const float*>(values()) + first, out); break;
+        case ValueCodec::F16: scatter_f16(bits, n_s, static_cast<const uint16_t*>(values()) + first, out); break;
+        case ValueCodec::I8:
+            scatter_i8(bits, n_s, static_cast<const uint8_t*>(values()) + first, qparams()[2 * b],
+                       qparams()[2 * b + 1], out);
+            break;
     }
+}
+
+void RazoredTensor::unpack_into(float* dst) const {
+    const int64_t B = batch(), n_s = sample_numel();
+#pragma omp parallel for schedule(static) if (B > 1 && B * n_s >= kParallelElements)
+    for (int64_t b = 0; b < B; ++b) unpack_sample(b, dst + b * n_s);
+}
+
+void RazoredTensor::unpack_rows(int64_t first, int64_t count, float* dst) const {
+    RAZOR_CHECK(first >= 0 && count >= 0 && first + count <= batch())
+        << "RazoredTensor::unpack_rows: samples [" << first << ", " << first + count << ") of " << batch();
+    for (int64_t b = first; b < first + count; ++b) unpack_sample(b, dst + (b - first) * sample_numel());
 }
 
 Tensor RazoredTensor::unpack() const {

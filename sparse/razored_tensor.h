@@ -65,6 +65,8 @@ public:
 
     Tensor unpack() const override;                 // dense f32, zeros where nothing is stored
     void unpack_into(float* dst) const;             // the same into a caller's buffer of numel() floats
+    bool has_row_unpack() const override { return true; }
+    void unpack_rows(int64_t first, int64_t count, float* dst) const override;   // samples [first, first + count)
     int64_t stored_bytes() const override;
     std::string format() const override;            // "bitmap+f16 r=0.90" (+ " ties=reference")
     const Storage* shared_storage() const override { return payload_->storage.get(); }
@@ -97,6 +99,7 @@ private:
         int64_t B = 0, n_s = 0, W = 0, c = 0;
     };
     RazoredTensor(Shape shape, std::shared_ptr<const Payload> payload);
+    void unpack_sample(int64_t b, float* out) const;
     std::shared_ptr<const Payload> payload_;
 };
 

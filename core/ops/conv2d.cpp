@@ -33,7 +33,8 @@
 // Saves: x as SaveKind::Activation, only if W needs a gradient (gW = sum_n g[n] . im2col(x[n])^T; Back Razor
 //        prunes this one). W as SaveKind::Parameter (reference, 0 bytes), only if x needs a gradient (gx).
 //        Nothing else: no im2col buffer is kept (backward rebuilds it from x, one image at a time), no output,
-//        and the bias gradient needs only g.
+//        and the bias gradient needs only g. A compressed x (Back Razor) is expanded one image at a time into
+//        scratch inside the gW loop (SavedTensor::unpack_rows), not into an (N, C, H, W) transient.
 #include "core/ops/conv2d.h"
 
 #include <algorithm>
@@ -269,24 +270,31 @@ void conv2d_forward(const ConvGeometry& g, const float* x /*(N, C, H, W)*/, cons
 //   gcol_gi (Cg*KK, OHW) = W_gi^T (Cg*KK, OCg) . gy[n]_gi (OCg, OHW), gx[n] = col2im(gcol)   -- exact
 //   (gb = sum over n, h, w of gy is computed by the caller.)
 // One tile buffer per chunk serves both: im2col for the gW product, then gcol for gx.
-void conv2d_backward(const ConvGeometry& g, const float* x /*(N, C, H, W) or null*/,
+// x comes either dense (x) or, when the tape kept it compressed (x_saved, a form with has_row_unpack(): Back Razor's
+// bitmap + values), expanded one image at a time into the chunk's (C, H, W) scratch right before its im2col: no
+// (N, C, H, W) transient, and the expanded image is still in cache when im2col reads it (spec §6.4).
+void conv2d_backward(const ConvGeometry& g, const float* x /*(N, C, H, W) or null*/, const SavedTensor* x_saved,
                      const float* w /*(OC, Cg, KH, KW) or null*/, const float* gy /*(N, OC, OH, OW)*/,
                      float* gx /*(N, C, H, W) or null*/, float* gw /*(OC, Cg, KH, KW) or null*/) {
-    const int64_t ohw = g.ohw(), cgkk = g.Cg * g.kk(), w_size = g.OC * cgkk;
+    const int64_t ohw = g.ohw(), cgkk = g.Cg * g.kk(), w_size = g.OC * cgkk, image = g.C * g.hw();
     const int64_t rows = g.pointwise() ? g.OH : tile_rows(g);
     const int64_t col_size = g.pointwise() ? 0 : g.C * g.kk() * rows * g.OW;
+    const int64_t scratch = gw && !x ? image : 0;
     const int64_t chunks = batch_chunks(g.N);
-    // Per chunk: a tile buffer and a gW partial (chunk 0 accumulates into gw itself).
-    const int64_t per_chunk = col_size + (gw ? w_size : 0);
+    // Per chunk: a tile buffer, a gW partial (chunk 0 accumulates into gw itself), an image scratch.
+    const int64_t per_chunk = col_size + (gw ? w_size : 0) + scratch;
     Tensor workspace = Tensor::empty({chunks * per_chunk});
     float* ws = workspace.f32();
 #pragma omp parallel for schedule(static, 1) if (chunks > 1)
     for (int64_t t = 0; t < chunks; ++t) {
         float* col = ws + t * per_chunk;                  // (C*KK, T)
         float* gw_t = t == 0 ? gw : col + col_size;       // (OC, Cg*KK)
+        float* x_img = col + col_size + (gw ? w_size : 0);   // (C, H, W) when x is expanded per image
         bool first = true;
         for (int64_t n = g.N * t / chunks; n < g.N * (t + 1) / chunks; ++n) {
-            const float* xn = gw ? x + n * g.C * g.hw() : nullptr;
+            const float* xn = nullptr;   // (C, H, W)
+            if (gw && x) xn = x + n * image;
+            if (gw && !x) x_saved->unpack_rows(n, 1, x_img), xn = x_img;
             float* gxn = gx ? gx + n * g.C * g.hw() : nullptr;   // (C, H, W)
             const float* gyn = gy + n * g.OC * ohw;              // (OC, OHW)
             if (gxn && !g.pointwise()) std::fill(gxn, gxn + g.C * g.hw(), 0.f);
@@ -447,8 +455,11 @@ struct Conv2dBackward final : Node {
             w = ctx.unpack("W").contiguous();
             gx = Tensor::empty(edges()[0].shape);
         }
+        const SavedTensor* x_saved = nullptr;   // expanded per image inside the kernel
         if (needs_grad(1)) {
-            x = ctx.unpack("x").contiguous();
+            const SavedTensor& s = ctx.saved("x");
+            if (s.has_row_unpack() && !geo.depthwise()) x_saved = &s;
+            else x = ctx.unpack("x").contiguous();
             gw = Tensor::empty(edges()[1].shape);
         }
         if (gx.defined() || gw.defined()) {
@@ -457,7 +468,7 @@ struct Conv2dBackward final : Node {
             float* pgx = gx.defined() ? gx.f32() : nullptr;
             float* pgw = gw.defined() ? gw.f32() : nullptr;
             if (geo.depthwise()) depthwise_backward(geo, px, pw, gy.f32(), pgx, pgw);
-            else conv2d_backward(geo, px, pw, gy.f32(), pgx, pgw);
+            else conv2d_backward(geo, px, x_saved, pw, gy.f32(), pgx, pgw);
         }
         if (needs_grad(2)) {
             // gb[oc] = sum over n, oh, ow of gy[n, oc, oh, ow]   -- exact

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# scripts/transfer.sh -- Back Razor's transfer experiment on CIFAR-10 (docs/back-razor.md "Transfer on real data"):
+# pretrain on the six animal classes, then fine-tune on the four vehicle classes with a dense tape, r = 0.9 and
+# r = 0.97 (same seed, same epochs, same flags otherwise), and print the fine-tuned test accuracies side by side.
+#
+#   bash scripts/transfer.sh                          # resnet20, the short schedule below
+#   MODEL=vit_tiny bash scripts/transfer.sh           # vit_tiny (AdamW recipe)
+#   PRE_EPOCHS=2 FT_EPOCHS=1 STEPS=20 bash scripts/transfer.sh   # a smoke run (minutes)
+#
+# Environment: MODEL (resnet20 | vit_tiny | any zoo model, SGD recipe), DATA (CIFAR-10 binary folder), OUT (runs
+# folder), PRE_EPOCHS, FT_EPOCHS, THREADS, SEED, STEPS (steps per epoch, 0 = all), FREEZE_BN (1: --freeze-bn, CNNs),
+# VALUES (fp32 | fp16 | int8), RAZOR (the razor binary). Re-running skips a finished stage; a stopped stage resumes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+MODEL=${MODEL:-resnet20}
+DATA=${DATA:-../shared/datasets/cifar10}
+OUT=${OUT:-runs/transfer-$MODEL}
+PRE_EPOCHS=${PRE_EPOCHS:-30}
+FT_EPOCHS=${FT_EPOCHS:-15}
+THREADS=${THREADS:-2}
+SEED=${SEED:-0}
+STEPS=${STEPS:-0}
+FREEZE_BN=${FREEZE_BN:-0}
+VALUES=${VALUES:-fp32}
+RAZOR=${RAZOR:-./build/razor}
+ANIMALS=bird,cat,deer,dog,frog,horse
+VEHICLES=airplane,automobile,ship,truck
+
+if [ "$MODEL" = vit_tiny ]; then
+    PRE_OPT=(--opt adamw --lr 1e-3 --wd 0.05 --sched cosine --warmup-epochs 1)
+    FT_OPT=(--opt adamw --lr 3e-4 --wd 0.05 --sched cosine)
+else
+    PRE_OPT=(--opt sgd --lr 0.1 --nesterov --wd 5e-4 --sched onecycle)
+    FT_OPT=(--opt sgd --lr 0.01 --nesterov --wd 5e-4 --sched cosine)
+fi
+COMMON=(--data "$DATA" --threads "$THREADS" --seed "$SEED" --steps-per-epoch "$STEPS" --batch 128)
+FT_FLAGS=()
+[ "$FREEZE_BN" = 1 ] && FT_FLAGS+=(--freeze-bn)
+
+# run STAGE_FOLDER COMMAND FLAGS...: skip when finished, resume when stopped, else start.
+run() {
+    local out=$1 cmd=$2; shift 2
+    if [ -f "$out/done" ]; then echo "== $out: done"; return; fi
+    if [ -d "$out/last" ]; then
+        echo "== $out: resuming"; "$RAZOR" "$cmd" --resume "$out" --data "$DATA" --threads "$THREADS"
+    else
+        echo "== $out: $RAZOR $cmd $*"; "$RAZOR" "$cmd" "$@" --out "$out"
+    fi
+    touch "$out/done"
+}
+
+run "$OUT/pretrain" train --model "$MODEL" --classes "$ANIMALS" --epochs "$PRE_EPOCHS" "${PRE_OPT[@]}" "${COMMON[@]}"
+for r in 0 0.9 0.97; do
+    run "$OUT/finetune-r$r" finetune --from "$OUT/pretrain" --classes "$VEHICLES" --epochs "$FT_EPOCHS" \
+        --razor "$r" --razor-values "$VALUES" "${FT_OPT[@]}" "${FT_FLAGS[@]}" "${COMMON[@]}"
+done
+
+echo
+echo "| $MODEL fine-tune on $VEHICLES | test accuracy (last epoch) | tape peak (stored / dense-equivalent) |"
+echo "|---|---|---|"
+for r in 0 0.9 0.97; do
+    /usr/bin/python3 - "$OUT/finetune-r$r/log.jsonl" "$r" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+last = lines[-1]
+tape = max(lines, key=lambda j: j["tape_bytes"])
+name = "dense tape" if sys.argv[2] == "0" else f"r = {sys.argv[2]}"
+print(f"| {name} | {100 * last['test_acc']:.2f} % | {tape['tape_bytes'] / 2**20:.1f} / "
+      f"{tape['tape_dense_bytes'] / 2**20:.1f} MiB ({tape['tape_ratio']:.1f}x) |")
+PY
+done

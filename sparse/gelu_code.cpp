@@ -1,0 +1,112 @@
+// sparse/gelu_code.cpp -- see gelu_code.h.
+#include "sparse/gelu_code.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "core/check.h"
+
+namespace razor::sparse {
+namespace {
+
+constexpr int kLevels = 16;
+constexpr int kCells = 8192;             // coding table over [-kRange, kRange)
+constexpr float kRange = 8.f;
+constexpr float kCellsPerUnit = kCells / (2 * kRange);
+constexpr int64_t kChunk = 1 << 15;      // bytes per parallel chunk
+
+double derivative(double x) {   // d(x) = Phi(x) + x phi(x), in double
+    return 0.5 * std::erfc(-x / std::sqrt(2.0)) + x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
+}
+
+struct Tables {
+    double d_min, d_max;
+    std::array<float, kLevels> level, representative;
+    std::array<uint8_t, kCells> code;
+    uint8_t below, above;   // codes outside [-kRange, kRange)
+
+    int nearest(double d) const {
+        const double step = (d_max - d_min) / (kLevels - 1);
+        return static_cast<int>(std::clamp(std::lround((d - d_min) / step), 0L, static_cast<long>(kLevels - 1)));
+    }
+    Tables() {
+        const double r2 = std::sqrt(2.0);
+        d_min = derivative(-r2), d_max = derivative(r2);   // d' = phi(x)(2 - x^2): extrema at -+sqrt 2
+        for (int j = 0; j < kLevels; ++j) {
+            const double L = d_min + j * (d_max - d_min) / (kLevels - 1);
+            double lo = -r2, hi = r2;   // d is increasing on [-sqrt 2, sqrt 2]: bisect d(x) = L
+            for (int it = 0; it < 80; ++it) {
+                const double mid = 0.5 * (lo + hi);
+                (derivative(mid) < L ? lo : hi) = mid;
+            }
+            level[j] = static_cast<float>(L);
+            representative[j] = static_cast<float>(0.5 * (lo + hi));
+        }
+        for (int c = 0; c < kCells; ++c)
+            code[c] = static_cast<uint8_t>(nearest(derivative(-kRange + (c + 0.5) / kCellsPerUnit)));
+        below = static_cast<uint8_t>(nearest(0.0));
+        above = static_cast<uint8_t>(nearest(1.0));
+    }
+};
+
+const Tables& tables() {
+    static const Tables t;
+    return t;
+}
+
+inline uint8_t code_at(const Tables& t, float v) {
+    const float u = (v + kRange) * kCellsPerUnit;
+    if (u >= static_cast<float>(kCells)) return t.above;
+    if (!(u >= 0.f)) return v < 0.f ? t.below : t.code[0];   // v < -kRange, or NaN
+    return t.code[static_cast<int>(u)];
+}
+
+}  // namespace
+
+float GeluDerivativeCode::level(int code) { return tables().level.at(static_cast<size_t>(code)); }
+float GeluDerivativeCode::representative(int code) { return tables().representative.at(static_cast<size_t>(code)); }
+int GeluDerivativeCode::code_of(float x) { return code_at(tables(), x); }
+
+std::unique_ptr<GeluDerivativeCode> GeluDerivativeCode::pack(const Tensor& x_in) {
+    if (x_in.dtype() != DType::F32)
+        throw Error(fmt("GeluDerivativeCode::pack: expected an f32 tensor, got ", dtype_name(x_in.dtype()),
+                        "; hint: only GELU's f32 input is coded"));
+    const Tensor x = x_in.contiguous();
+    const int64_t n = x.numel(), bytes = (n + 1) / 2;
+    auto storage = std::make_shared<Storage>(static_cast<size_t>(bytes));
+    uint8_t* out = static_cast<uint8_t*>(storage->data);
+    const float* px = x.f32();
+    const Tables& t = tables();
+    const int64_t chunks = (bytes + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+    for (int64_t k = 0; k < chunks; ++k) {
+        const int64_t begin = k * kChunk, end = std::min(bytes, begin + kChunk);
+        for (int64_t i = begin; i < end; ++i) {
+            const uint8_t lo = code_at(t, px[2 * i]);
+            const uint8_t hi = 2 * i + 1 < n ? code_at(t, px[2 * i + 1]) : 0;
+            out[i] = static_cast<uint8_t>(lo | hi << 4);
+        }
+    }
+    return std::unique_ptr<GeluDerivativeCode>(new GeluDerivativeCode(x.shape(), std::move(storage)));
+}
+
+Tensor GeluDerivativeCode::unpack() const {
+    Tensor out = Tensor::empty(shape());
+    const int64_t n = out.numel(), bytes = (n + 1) / 2;
+    float* dst = out.f32();
+    const uint8_t* src = codes();
+    const auto& rep = tables().representative;
+    const int64_t chunks = (bytes + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+    for (int64_t k = 0; k < chunks; ++k) {
+        const int64_t begin = k * kChunk, end = std::min(bytes, begin + kChunk);
+        for (int64_t i = begin; i < end; ++i) {
+            dst[2 * i] = rep[src[i] & 15];
+            if (2 * i + 1 < n) dst[2 * i + 1] = rep[src[i] >> 4];
+        }
+    }
+    return out;
+}
+
+}  // namespace razor::sparse
