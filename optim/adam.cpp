@@ -103,7 +103,10 @@ void AdamBase<Options>::step() {
         s.eps = static_cast<float>(o.eps);
         s.shrink = static_cast<float>(1 - o.lr * o.weight_decay);
         const bool l2 = !decoupled && o.weight_decay != 0;   // PyTorch skips the add when weight_decay is 0
-        for (const auto& [name, p] : group.params) {
+        for (const auto& entry : group.params) {
+            // Not a structured binding: the lambda below captures these, which clang before 16 refuses.
+            const std::string& name = entry.first;
+            const Tensor& p = entry.second;
             Tensor g = this->grad_of(name, p);
             if (!g.defined()) continue;
             bool fresh = false;

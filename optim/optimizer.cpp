@@ -154,6 +154,12 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
             if (t.dtype() != DType::I64 || t.numel() != 1)
                 throw Error(fmt(where, ": state '", key, "' must be one i64 (the step count), got ",
                                 dtype_name(t.dtype()), " ", shape_str(t.shape())));
+            // step() adds 1 (int64 overflow at 2^63 - 1) and raises betas to it (a negative count makes the bias
+            // corrections negative and the update NaN): only counts a run can reach are accepted.
+            const int64_t count = t.contiguous().i64()[0];
+            if (count < 0 || count > (int64_t{1} << 53))
+                throw Error(fmt(where, ": state '", key, "' (the step count) must be in [0, 2^53], got ", count,
+                                "; hint: the checkpoint is corrupt"));
         } else if (t.dtype() != DType::F32 || t.shape() != shape->second) {
             throw Error(fmt(where, ": state '", key, "' is ", dtype_name(t.dtype()), " ", shape_str(t.shape()),
                             " but parameter '", name, "' is f32 ", shape_str(shape->second),

@@ -63,6 +63,9 @@ LRScheduler::Position LRScheduler::parse_state(const std::map<std::string, Tenso
     }
     if (position.epoch < 0)
         throw Error(fmt(where, ": 'last_epoch' is missing or negative; hint: pass what state_dict() returned"));
+    if (position.epoch > (int64_t{1} << 53))   // step() adds 1: no overflow, and no position a run can reach
+        throw Error(fmt(where, ": 'last_epoch' must be at most 2^53, got ", position.epoch,
+                        "; hint: the state is corrupt"));
     check_groups();
     check_position(position.epoch);
     return position;

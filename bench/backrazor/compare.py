@@ -99,8 +99,8 @@ def rows_for(args, model):
     base = [args.razor, "bench", "--json", "--model", model, "--batch", str(args.batch), "--threads", str(args.threads),
             "--steps", str(args.steps), "--warmup", str(args.warmup)]
     rows = [("razor dense tape", base)]
-    for r in RATIOS:
-        for v in VALUES:
+    for r in args.ratios.split(","):
+        for v in args.values.split(","):
             rows.append((f"razor r={r} {v}", base + ["--razor", str(r), "--razor-values", v]))
     rows.append((f"PyTorch dense", [sys.executable, os.path.abspath(__file__), "--torch-worker", "--worker-model", model,
                                     "--batch", str(args.batch), "--threads", str(args.threads), "--steps",
@@ -112,15 +112,16 @@ def table(model, args, results, header):
     dense = results["razor dense tape"]
     dense_ms = statistics.median(r["step_ms"] for r in dense)
     lines = [header, "",
-             "| run | step ms (median) | × razor dense | saved (tape) | dense-equivalent / saved | peak RSS |",
-             "|---|---|---|---|---|---|"]
+             "| run | step ms (median) | × razor dense | saved (tape) | dense-equivalent / saved | tensor peak | peak RSS |",
+             "|---|---|---|---|---|---|---|"]
     for label, runs in results.items():
         ms = statistics.median(r["step_ms"] for r in runs)
         saved = runs[0]["saved_bytes"]
         dense_eq = runs[0]["saved_dense_bytes"]
         ratio = f"{dense_eq / saved:.2f}x" if not label.startswith("PyTorch") else "(dense)"
         rss = max(r["peak_rss_bytes"] for r in runs)
-        lines.append(f"| {label} | {ms:,.0f} | {ms / dense_ms:.3f} | {saved / MiB:,.1f} MiB | {ratio} | "
+        tensors = f"{max(r['peak_tensor_bytes'] for r in runs) / MiB:,.0f} MiB" if "peak_tensor_bytes" in runs[0] else "—"
+        lines.append(f"| {label} | {ms:,.0f} | {ms / dense_ms:.3f} | {saved / MiB:,.1f} MiB | {ratio} | {tensors} | "
                      f"{rss / MiB:,.0f} MiB |")
     return "\n".join(lines)
 
@@ -147,6 +148,8 @@ def main():
     ap.add_argument("--steps", type=int, default=5, help="timed steps per process (razor bench --steps)")
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=2, help="times the whole sequence of rows is repeated")
+    ap.add_argument("--ratios", default=",".join(str(r) for r in RATIOS), help="razor ratios r to run")
+    ap.add_argument("--values", default=",".join(VALUES), help="razor value codecs to run")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "back-razor.md"))
     ap.add_argument("--no-write", action="store_true")
@@ -176,7 +179,9 @@ def main():
                   f"rounds ({time.time() - t0:.0f} s). Machine: {platform.processor() or platform.machine()}, "
                   f"{os.cpu_count()} hardware threads, load average {load0:.2f} at start and {load1:.2f} at the end; "
                   f"PyTorch {torch_version}. Command: `/usr/bin/python3 bench/backrazor/compare.py --models {model} "
-                  f"--batch {args.batch} --threads {args.threads} --steps {args.steps} --rounds {args.rounds}`.")
+                  f"--batch {args.batch} --threads {args.threads} --steps {args.steps} --rounds {args.rounds}"
+                  f"{'' if args.ratios == ','.join(map(str, RATIOS)) else ' --ratios ' + args.ratios}"
+                  f"{'' if args.values == ','.join(VALUES) else ' --values ' + args.values}`.")
         text = table(model, args, results, header)
         print(text + "\n")
         if not args.no_write:

@@ -174,6 +174,11 @@ TEST_CASE("optimizer: load_state_dict rejects what does not fit, and then change
                          doctest::Contains("is f32 (3, 4) but parameter 'layer.weight' is f32 (4, 3)"), Error);
     CHECK_THROWS_WITH_AS(opt.load_state_dict(with("layer.weight.step", Tensor::zeros({}))),
                          doctest::Contains("must be one i64"), Error);
+    // step() adds 1 and raises the betas to the count: INT64_MAX would overflow, a negative count gives NaN updates
+    CHECK_THROWS_WITH_AS(opt.load_state_dict(with("layer.weight.step", Tensor::from_vector_i64({}, {INT64_MAX}))),
+                         doctest::Contains("must be in [0, 2^53], got 9223372036854775807"), Error);
+    CHECK_THROWS_WITH_AS(opt.load_state_dict(with("layer.weight.step", Tensor::from_vector_i64({}, {-3}))),
+                         doctest::Contains("got -3; hint"), Error);
     CHECK_THROWS_WITH_AS(opt.load_state_dict(with("param_groups.2.lr", pack_f64(1))),
                          doctest::Contains("names group 2 but this optimizer has 2 groups"), Error);
     CHECK_THROWS_WITH_AS(opt.load_state_dict(with("param_groups.0.momentum", pack_f64(1))),

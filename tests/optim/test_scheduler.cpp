@@ -146,6 +146,9 @@ TEST_CASE("schedulers: state_dict round-trips the position; load re-applies its 
     }
     CHECK_THROWS_WITH_AS(sb->load_state_dict({{"epoch", Tensor::zeros({}, DType::I64)}}),
                          doctest::Contains("unknown key 'epoch'"), Error);
+    // a position no run reaches (step() would overflow int64 at 2^63 - 1) is refused
+    CHECK_THROWS_WITH_AS(sb->load_state_dict({{"last_epoch", Tensor::from_vector_i64({}, {INT64_MAX})}}),
+                         doctest::Contains("at most 2^53, got 9223372036854775807"), Error);
     CHECK(sb->last_epoch() == 20);
 }
 
