@@ -95,4 +95,13 @@ int run_command(int (*command)(const std::vector<std::string>&), const std::vect
     }
 }
 
+std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+    std::vector<nlohmann::json> lines;
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line))
+        if (!line.empty()) lines.push_back(nlohmann::json::parse(line));
+    return lines;
+}
+
 }  // namespace razor::test

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ void write_fake_cifar10(const std::string& dir, int train_per_file, int test, in
 // Runs fn while fd 1 goes to a file; returns what was printed (stdout only; stderr passes through).
 template <class F>
 std::string capture_stdout(F&& fn);
+
+// The JSON objects of a JSONL file (a run's log.jsonl), one per non-empty line.
+std::vector<nlohmann::json> read_jsonl(const std::string& path);
 
 // Calls `command`(args) (run_train, run_eval, ...) and restores the OpenMP thread count it may change.
 int run_command(int (*command)(const std::vector<std::string>&), const std::vector<std::string>& args);

@@ -38,15 +38,6 @@ void check_same_state(const std::map<std::string, Tensor>& a, const std::map<std
     }
 }
 
-std::vector<json> read_log(const std::string& path) {
-    std::vector<json> lines;
-    std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line))
-        if (!line.empty()) lines.push_back(json::parse(line));
-    return lines;
-}
-
 int train(std::vector<std::string> args) {
     int rc = 0;
     test::capture_stdout([&] { rc = test::run_command(apps::run_train, args); });
@@ -169,7 +160,7 @@ TEST_CASE("razor train: 2 epochs == 1 epoch + resume + 1 epoch, bit for bit; eva
 
     REQUIRE(train(tiny_flags(d, a)) == 0);
     REQUIRE(train(plus(tiny_flags(d, b), {"--stop-after", "1"})) == 0);
-    CHECK(read_log(b + "/log.jsonl").size() == 1);
+    CHECK(test::read_jsonl(b + "/log.jsonl").size() == 1);
     CHECK(apps::load_checkpoint(b).train_metadata.at("epoch") == "1");
     // resume with only the flags that may change (the rest comes from the checkpoint)
     REQUIRE(train({"--resume", b, "--data", d, "--threads", "1"}) == 0);
@@ -180,7 +171,7 @@ TEST_CASE("razor train: 2 epochs == 1 epoch + resume + 1 epoch, bit for bit; eva
     CHECK(ca.train_state.at("step").to_vector_i64()[0] == 6);
     CHECK(ca.train_state.count("optimizer.conv1.weight.momentum_buffer"));
     CHECK(ca.train_state.count("scheduler.last_epoch"));
-    const auto la = read_log(a + "/log.jsonl"), lb = read_log(b + "/log.jsonl");
+    const auto la = test::read_jsonl(a + "/log.jsonl"), lb = test::read_jsonl(b + "/log.jsonl");
     REQUIRE(la.size() == 2);
     REQUIRE(lb.size() == 2);
     for (size_t i = 0; i < 2; ++i) {
@@ -206,7 +197,7 @@ TEST_CASE("razor train: 2 epochs == 1 epoch + resume + 1 epoch, bit for bit; eva
     CHECK_THROWS_WITH_AS(train({"--resume", b, "--data", d, "--lr", "0.05"}), Contains("differs from the resumed run"),
                          Error);
     CHECK(train({"--resume", b, "--data", d, "--threads", "1"}) == 0);
-    CHECK(read_log(b + "/log.jsonl").size() == 2);
+    CHECK(test::read_jsonl(b + "/log.jsonl").size() == 2);
     // a new run into a used folder is refused
     CHECK_THROWS_WITH_AS(train(tiny_flags(d, a)), Contains("already holds a run"), Error);
 

@@ -207,15 +207,6 @@ int wait_exit_code(pid_t pid) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
 }
 
-std::vector<nlohmann::json> read_log(const std::string& path) {
-    std::vector<nlohmann::json> lines;
-    std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line))
-        if (!line.empty()) lines.push_back(nlohmann::json::parse(line));
-    return lines;
-}
-
 // Runs razor train once uninterrupted (a), then, in episodes until `kills` SIGKILLs have landed, runs the same
 // training in b from scratch, killing it at a random moment and resuming it until it completes; after each episode
 // b's per-epoch log and final checkpoint must equal a's bit for bit.
@@ -235,7 +226,7 @@ void kill_and_resume(int kills, uint64_t seed) {
     REQUIRE(wait_exit_code(spawn_razor(flags(a), tmp / "a.txt")) == 0);
     const int64_t span_us =
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
-    const auto la = read_log(a + "/log.jsonl");
+    const auto la = test::read_jsonl(a + "/log.jsonl");
     REQUIRE(la.size() == 8);
     const apps::Checkpoint ca = apps::load_checkpoint(a);
 
@@ -274,7 +265,7 @@ void kill_and_resume(int kills, uint64_t seed) {
         }
         REQUIRE_MESSAGE(done, "razor train did not complete in 200 attempts");
 
-        const auto lb = read_log(b + "/log.jsonl");
+        const auto lb = test::read_jsonl(b + "/log.jsonl");
         REQUIRE(lb.size() == la.size());
         for (size_t i = 0; i < la.size(); ++i) {
             INFO("episode ", episodes, ", epoch ", i + 1);

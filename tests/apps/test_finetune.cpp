@@ -25,15 +25,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<json> read_jsonl(const std::string& path) {
-    std::vector<json> lines;
-    std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line))
-        if (!line.empty()) lines.push_back(json::parse(line));
-    return lines;
-}
-
 bool same_bits(const Tensor& a, const Tensor& b) {
     if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
     if (a.dtype() == DType::I64) return a.to_vector_i64() == b.to_vector_i64();
@@ -93,7 +84,7 @@ TEST_CASE("razor finetune: backbone loaded, new head for the new classes, frozen
     CHECK_FALSE(same_bits(a.model.at("conv1.weight"), p.model.at("conv1.weight")));   // the backbone trained
     CHECK(a.train_state.count("optimizer.conv1.weight.momentum_buffer"));
     CHECK_FALSE(a.train_state.count("optimizer.bn1.weight.momentum_buffer"));       // frozen: not optimised
-    const auto log = read_jsonl(tmp / "a/log.jsonl");
+    const auto log = test::read_jsonl(tmp / "a/log.jsonl");
     REQUIRE(log.size() == 2);
     CHECK(log[1]["tape_ratio"].get<double>() > 5.0);   // conv inputs razored, ReLU masks, BN saves nothing
 
@@ -109,7 +100,7 @@ TEST_CASE("razor finetune: backbone loaded, new head for the new classes, frozen
                              "8", "--epochs", "1", "--steps-per-epoch", "1", "--threads", "1", "--out", tmp / "c"});
     const apps::Checkpoint c = apps::load_checkpoint(tmp / "c");
     CHECK_FALSE(same_bits(c.model.at("bn1.running_mean"), p.model.at("bn1.running_mean")));
-    CHECK(read_jsonl(tmp / "c/log.jsonl")[0]["tape_ratio"].get<double>() < 5.0);
+    CHECK(test::read_jsonl(tmp / "c/log.jsonl")[0]["tape_ratio"].get<double>() < 5.0);
 
     // errors name the flag and give a hint
     auto fails = [&](const std::vector<std::string>& args, const std::string& what) {

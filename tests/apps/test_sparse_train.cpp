@@ -24,15 +24,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<json> read_log(const std::string& path) {
-    std::vector<json> lines;
-    std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line))
-        if (!line.empty()) lines.push_back(json::parse(line));
-    return lines;
-}
-
 }  // namespace
 
 TEST_CASE("VrpgeTrainer on resnet20: one compact iteration -- w.grad is the two-pass average of the masked passes, s only "
@@ -125,7 +116,7 @@ TEST_CASE("razor sparse-train: phase A, selection, fine-tune, export; razor eval
         });
         CHECK_MESSAGE(text.find("E[keep]") != std::string::npos, text);
         CHECK(text.find("two-backward (reference)") != std::string::npos);
-        const auto log = read_log(o + "/log.jsonl");
+        const auto log = test::read_jsonl(o + "/log.jsonl");
         int a = 0, select = 0, b = 0;
         for (const auto& j : log) {
             const std::string phase = j["phase"];
