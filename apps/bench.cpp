@@ -31,10 +31,8 @@
 namespace razor::apps {
 
 int run_bench(const std::vector<std::string>& argv) {
-    std::string names;
-    for (const auto& n : models::model_names()) names += (names.empty() ? "" : ", ") + n;
     Args args("bench", "time the training step (forward, backward, SGD momentum) on synthetic data");
-    args.flag("model", "resnet20", names)
+    args.flag("model", "resnet20", models::model_names_joined())
         .flag("batch", "128", "images per step")
         .flag("steps", "10", "timed steps (the median is reported)")
         .flag("warmup", "2", "untimed steps first")

@@ -59,10 +59,8 @@ void write_tape_files(const models::ModelSummary& s, const std::string& stem, co
 }  // namespace
 
 int run_info(const std::vector<std::string>& argv) {
-    std::string names;
-    for (const auto& n : models::model_names()) names += (names.empty() ? "" : ", ") + n;
     Args args("info", "print a model's layers: output shapes, parameters, forward FLOPs, saved-activation bytes");
-    args.flag("model", "resnet20", names)
+    args.flag("model", "resnet20", models::model_names_joined())
         .flag("classes", "10", "number of classes (the head's outputs)")
         .flag("batch", "1", "batch size of the forward whose tape is measured")
         .flag("channels", "3", "input channels")

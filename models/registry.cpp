@@ -91,6 +91,12 @@ const std::vector<std::string>& model_names() {
     return names;
 }
 
+std::string model_names_joined() {
+    std::string joined;
+    for (const auto& n : model_names()) joined += (joined.empty() ? "" : ", ") + n;
+    return joined;
+}
+
 std::shared_ptr<nn::Module> make_model(const std::string& name, int64_t num_classes, Generator& gen,
                                        const ModelOptions& options) {
     const Builder* builder = nullptr;

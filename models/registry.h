@@ -31,5 +31,7 @@ struct ModelOptions {
 std::shared_ptr<nn::Module> make_model(const std::string& name, int64_t num_classes, Generator& gen,
                                        const ModelOptions& options = {});
 const std::vector<std::string>& model_names();
+// The same names joined by ", " (for usage texts).
+std::string model_names_joined();
 
 }  // namespace razor::models

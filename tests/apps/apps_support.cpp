@@ -16,16 +16,6 @@
 namespace razor::test {
 namespace fs = std::filesystem;
 
-AppsTempDir::AppsTempDir(const std::string& name) : path_(fmt("/tmp/razor_apps_", ::getpid(), "_", name)) {
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-}
-
-AppsTempDir::~AppsTempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-}
-
 namespace {
 void write_records(const std::string& path, int count, int first, Generator& gen) {
     std::string bytes;

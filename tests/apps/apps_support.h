@@ -7,19 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "data/test_support.h"   // TempDir
+
 namespace razor::test {
-
-// A fresh, empty folder /tmp/razor_apps_<pid>_<name>, removed when the object is destroyed.
-class AppsTempDir {
-public:
-    explicit AppsTempDir(const std::string& name);
-    ~AppsTempDir();
-    const std::string& path() const { return path_; }
-    std::string operator/(const std::string& rel) const { return path_ + "/" + rel; }
-
-private:
-    std::string path_;
-};
 
 // Writes CIFAR-10's binary layout into `dir`: data_batch_1..5.bin with `train_per_file` records each, test_batch.bin
 // with `test` records, batches.meta.txt. Image i of class k = i % 10 is a noisy picture whose mean colour and a

@@ -59,7 +59,7 @@ std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std:
 }  // namespace
 
 TEST_CASE("razor train: bad flags and values are refused with the flag named") {
-    test::AppsTempDir tmp("flags");
+    test::TempDir tmp("flags");
     const std::string d = tmp / "cifar";
     test::write_fake_cifar10(d, 2, 2);
     const std::vector<std::string> base = {"--data", d, "--out", tmp / "run"};
@@ -99,7 +99,7 @@ TEST_CASE("razor train: bad flags and values are refused with the flag named") {
 }
 
 TEST_CASE("checkpoint: a consistent pair, switched atomically; last.old is the fallback") {
-    test::AppsTempDir tmp("ckpt");
+    test::TempDir tmp("ckpt");
     const std::string root = tmp / "run";
     auto make = [](float v) {
         apps::Checkpoint c;
@@ -153,7 +153,7 @@ TEST_CASE("checkpoint: a consistent pair, switched atomically; last.old is the f
 }
 
 TEST_CASE("razor train: 2 epochs == 1 epoch + resume + 1 epoch, bit for bit; eval agrees; outputs") {
-    test::AppsTempDir tmp("resume");
+    test::TempDir tmp("resume");
     const std::string d = tmp / "cifar";
     test::write_fake_cifar10(d, 8, 20);
     const std::string a = tmp / "a", b = tmp / "b";
@@ -230,7 +230,7 @@ TEST_CASE("razor train: 2 epochs == 1 epoch + resume + 1 epoch, bit for bit; eva
 }
 
 TEST_CASE("razor train: a non-finite loss stops the run, naming epoch and step, and leaves last/ intact") {
-    test::AppsTempDir tmp("nan");
+    test::TempDir tmp("nan");
     const std::string d = tmp / "cifar";
     test::write_fake_cifar10(d, 4, 10);
     const std::string out = tmp / "run";

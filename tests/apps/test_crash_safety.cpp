@@ -60,7 +60,7 @@ apps::Checkpoint make_state(int i) {
 // Kills a checkpoint writer `kills` times; returns how many kills interrupted a save (left a temporary folder or a
 // new NAME.old behind).
 int kill_writer_repeatedly(int kills, uint64_t seed) {
-    test::AppsTempDir tmp(fmt("kill_writer_", seed));
+    test::TempDir tmp(fmt("kill_writer_", seed));
     const std::string root = tmp / "run";
     std::vector<apps::Checkpoint> states;
     for (int i = 0; i < 4; ++i) states.push_back(make_state(i));
@@ -134,7 +134,7 @@ TEST_CASE("crash safety: 200 SIGKILLs of a checkpoint writer" * doctest::test_su
 }
 
 TEST_CASE("crash safety: ENOSPC, EACCES and EIO while saving leave the previous checkpoint untouched") {
-    test::AppsTempDir tmp("write_faults");
+    test::TempDir tmp("write_faults");
     const std::string root = tmp / "run";
     const apps::Checkpoint a = make_state(0), b = make_state(1);
     apps::save_checkpoint(root, "last", a);
@@ -211,7 +211,7 @@ int wait_exit_code(pid_t pid) {
 // training in b from scratch, killing it at a random moment and resuming it until it completes; after each episode
 // b's per-epoch log and final checkpoint must equal a's bit for bit.
 void kill_and_resume(int kills, uint64_t seed) {
-    test::AppsTempDir tmp(fmt("kill_resume_", seed));
+    test::TempDir tmp(fmt("kill_resume_", seed));
     const std::string d = tmp / "cifar";
     test::write_fake_cifar10(d, 8, 10);
     const std::string a = tmp / "a", b = tmp / "b";

@@ -60,7 +60,7 @@ const char* kVehicles = "airplane,automobile,ship,truck";
 }  // namespace
 
 TEST_CASE("razor finetune: backbone loaded, new head for the new classes, frozen BN, razor tape; resume; errors") {
-    test::AppsTempDir tmp("finetune");
+    test::TempDir tmp("finetune");
     const std::string d = tmp / "cifar", pre = tmp / "pre";
     test::write_fake_cifar10(d, 8, 20);
     run(apps::run_train, {"--model", "resnet20", "--data", d, "--classes", kAnimals, "--out", pre, "--batch", "8",
@@ -118,7 +118,7 @@ TEST_CASE("razor finetune: backbone loaded, new head for the new classes, frozen
 }
 
 TEST_CASE("razor info --razor: per-layer tape table, totals, CSV and SVG") {
-    test::AppsTempDir tmp("info_razor");
+    test::TempDir tmp("info_razor");
     const std::string out = run(apps::run_info, {"--model", "resnet20", "--batch", "4", "--razor", "0.9",
                                                  "--razor-values", "int8", "--threads", "1", "--out", tmp.path()});
     CHECK(out.find("tape breakdown, razor r=0.90 values=i8") != std::string::npos);

@@ -96,7 +96,7 @@ TEST_CASE("NonFiniteGuard: stop names the op and module; skip restores BN statis
 }
 
 TEST_CASE("razor train: a non-finite step names the op; --skip-nonfinite skips and counts; 20 in a row give up") {
-    test::AppsTempDir tmp("nonfinite");
+    test::TempDir tmp("nonfinite");
     const std::string d = tmp / "cifar";
     test::write_fake_cifar10(d, 4, 10);
     const std::string out = tmp / "run";

@@ -101,7 +101,7 @@ TEST_CASE("VrpgeTrainer on resnet20: one compact iteration -- w.grad is the two-
 
 TEST_CASE("razor sparse-train: phase A, selection, fine-tune, export; razor eval and a strict razor load of the "
           "exported smaller model") {
-    test::AppsTempDir tmp("sparse_train");
+    test::TempDir tmp("sparse_train");
     const std::string d = tmp / "cifar", out = tmp / "run";
     test::write_fake_cifar10(d, 8, 20);
     for (const std::string model : {"resnet20", "vgg16_bn"}) {

@@ -18,7 +18,7 @@
 namespace razor::test {
 namespace fs = std::filesystem;
 
-TempDir::TempDir(const std::string& name) : path_("/tmp/razor_data_" + std::to_string(getpid()) + "_" + name) {
+TempDir::TempDir(const std::string& name) : path_("/tmp/razor_test_" + std::to_string(getpid()) + "_" + name) {
     fs::remove_all(path_);
     fs::create_directories(path_);
 }

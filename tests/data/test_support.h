@@ -7,7 +7,7 @@
 
 namespace razor::test {
 
-// A fresh, empty folder /tmp/razor_data_<pid>_<name>, removed when the object is destroyed.
+// A fresh, empty folder /tmp/razor_test_<pid>_<name>, removed when the object is destroyed (every test floor uses it).
 class TempDir {
 public:
     explicit TempDir(const std::string& name);

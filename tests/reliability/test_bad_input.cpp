@@ -301,7 +301,7 @@ const std::vector<Case>& cases() {
 }  // namespace
 
 TEST_CASE("bad input: every malformed input is refused naming the file, expected vs got, and a hint") {
-    test::AppsTempDir tmp("bad_input");
+    test::TempDir tmp("bad_input");
     int n = 0;
     for (const Case& c : cases()) {
         const std::string dir = fmt(tmp.path(), "/case", n++);
