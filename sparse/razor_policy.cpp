@@ -46,10 +46,11 @@ RazorSavePolicy::RazorSavePolicy(RazorConfig config) : config_(std::move(config)
 
 std::string RazorSavePolicy::name() const {
     char buf[160];
-    std::snprintf(buf, sizeof buf, "razor r=%.2f values=%s norm=%s gelu=%s ties=%s", config_.ratio,
-                  value_codec_name(config_.values), config_.prune_norm_inputs ? value_codec_name(config_.norm_values)
-                                                                              : "dense",
-                  gelu_save_name(config_.gelu), tie_mode_name(config_.ties));
+    const char* norm = value_codec_name(config_.norm_values);
+    std::snprintf(buf, sizeof buf, "razor r=%.2f values=%s ln=%s bn=%s gelu=%s ties=%s", config_.ratio,
+                  value_codec_name(config_.values), config_.prune_layer_norm_inputs ? norm : "dense",
+                  config_.prune_batch_norm_inputs ? norm : "dense", gelu_save_name(config_.gelu),
+                  tie_mode_name(config_.ties));
     std::string out = buf;
     if (!config_.prune_softmax) out += " softmax=dense";
     if (!config_.modules.empty()) out += fmt(" (+", config_.modules.size(), " module overrides)");
@@ -73,10 +74,11 @@ RazorSavePolicy::Decision RazorSavePolicy::decide(const SaveSite& site) const {
     Decision d;
     if (site.kind != SaveKind::Activation) return d;   // masks, indices, statistics, parameters: as dense
     const std::string_view op = site.op, name = site.name;
-    enum class Role { None, Operand, Norm, Softmax, Gelu } role = Role::None;
+    enum class Role { None, Operand, LayerNorm, BatchNorm, Softmax, Gelu } role = Role::None;
     if ((op == "conv2d" || op == "linear") && name == "x") role = Role::Operand;
     else if (op == "matmul" && (name == "a" || name == "b")) role = Role::Operand;
-    else if ((op == "batch_norm" || op == "layer_norm") && name == "x") role = Role::Norm;
+    else if (op == "layer_norm" && name == "x") role = Role::LayerNorm;
+    else if (op == "batch_norm" && name == "x") role = Role::BatchNorm;
     else if (op == "softmax" && name == "y") role = Role::Softmax;
     else if (op == "gelu" && name == "x") role = Role::Gelu;
     if (role == Role::None) return d;
@@ -88,8 +90,9 @@ RazorSavePolicy::Decision RazorSavePolicy::decide(const SaveSite& site) const {
     d.options.values = m.values.value_or(config_.values);
     switch (role) {
         case Role::Operand: d.form = Form::Razored; break;
-        case Role::Norm:
-            if (!config_.prune_norm_inputs) return d;
+        case Role::LayerNorm:
+        case Role::BatchNorm:
+            if (!(role == Role::LayerNorm ? config_.prune_layer_norm_inputs : config_.prune_batch_norm_inputs)) return d;
             d.form = Form::Razored;
             d.options.values = m.values.value_or(config_.norm_values);
             break;

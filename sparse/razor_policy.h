@@ -14,7 +14,8 @@
 //   linear        x     Activation   razored (bitmap + `values`)          gW approximate; gx, gb exact
 //   matmul        a, b  Activation   razored (bitmap + `values`)          ga, gb approximate (both operands pruned)
 //   softmax       y     Activation   razored (bitmap + `values`)          (attention probabilities P; prune_softmax)
-//   batch_norm    x     Activation   razored (bitmap + `norm_values`)     mean/rstd: Statistics, exact dense fp32
+//   batch_norm    x     Activation   dense by default (see prune_batch_norm_inputs); opt-in razored (bitmap +
+//                                    `norm_values`, the segmentation variant), mean/rstd: Statistics, exact dense fp32
 //   layer_norm    x     Activation   razored (bitmap + `norm_values`)     mean/rstd: Statistics, exact dense fp32
 //   gelu          x     Activation   per `gelu`: dense fp16 (the reference), dense fp32, dense int8, razored, or a
 //                                    4-bit code of GELU's derivative (sparse/gelu_code.h; a razor extension)
@@ -70,7 +71,13 @@ struct RazorConfig {
     ValueCodec norm_values = ValueCodec::F32;    // batch_norm / layer_norm inputs (the reference keeps LN in fp32)
     TieMode ties = TieMode::Razor;               // Reference only to reproduce the reference's numbers
     GeluSave gelu = GeluSave::DenseF16;
-    bool prune_norm_inputs = true;               // razor batch_norm / layer_norm inputs (false: dense)
+    bool prune_layer_norm_inputs = true;         // razor layer_norm inputs (the reference ViT; false: dense)
+    // Train-mode batch_norm inputs stay dense unless this is set. Razoring them (as BackRazor_Seg does) perturbs BN's
+    // *input* gradient, not only gγ: gx = γ·rstd·(g − mean(g) − x̂_s·mean(g·x̂_s)) with x̂_s = −μ·rstd at pruned
+    // positions, and the error compounds through every block. Measured (docs/back-razor.md "Transfer"): fine-tuning
+    // a CIFAR ResNet-20 at r = 0.9 diverged (loss 20 in the first epoch, 43.5 % test accuracy against 91.0 % dense).
+    // The reference CNN freezes BN instead (eval mode: BN saves nothing; `--freeze-bn`).
+    bool prune_batch_norm_inputs = false;
     bool prune_softmax = true;                   // razor softmax outputs (attention probabilities)
     bool dedup = true;                           // share one copy between saves of the same tensor
     std::map<std::string, RazorModuleConfig> modules = {};   // per module-path-prefix overrides
@@ -80,7 +87,7 @@ class RazorSavePolicy final : public SavePolicy {
 public:
     explicit RazorSavePolicy(RazorConfig config = {});
 
-    // "razor r=0.90 values=f32 norm=f32 gelu=dense-f16 ties=razor (+2 module overrides)"
+    // "razor r=0.90 values=f32 ln=f32 bn=dense gelu=dense-f16 ties=razor (+2 module overrides)"
     std::string name() const override;
     std::unique_ptr<SavedTensor> pack(const Tensor& t, const SaveSite& site) const override;
 

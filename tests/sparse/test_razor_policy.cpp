@@ -121,7 +121,7 @@ Conv2dOptions pad1() {
 // ------------------------------------------------------------------------------------------- r = 0: lossless
 
 TEST_CASE("razor policy: r = 0 with fp32 values gives gradients bit-identical to the dense tape") {
-    const auto lossless = razor_policy({.ratio = 0.0, .gelu = GeluSave::Razored});
+    const auto lossless = razor_policy({.ratio = 0.0, .gelu = GeluSave::Razored, .prune_batch_norm_inputs = true});
 
     SUBCASE("conv2d (stride 1 and 2)") {
         Tensor x = randn_leaf({4, 3, 8, 8}, 1), W = randn_leaf({5, 3, 3, 3}, 2, 0.3f), b = randn_leaf({5}, 3);
@@ -290,7 +290,7 @@ TEST_CASE("razor policy: layer_norm at r = 0.9 reproduces the reference pitfall 
 TEST_CASE("razor policy: gradients on the pruned input match the PyTorch reference recipe (fixture backrazor)") {
     SafeTensors fx = load_fixture("backrazor");
     auto& t = fx.tensors;
-    const auto policy = razor_policy({.ratio = 0.9});
+    const auto policy = razor_policy({.ratio = 0.9, .prune_batch_norm_inputs = true});
     {
         Tensor x = leaf(t.at("linear.x")), W = leaf(t.at("linear.W")), b = leaf(t.at("linear.b"));
         Tensor y;
@@ -365,8 +365,12 @@ TEST_CASE("razor policy: masks, indices, statistics and parameters are kept as t
     Generator gen(8);
     Tensor x = Tensor::randn({4, 3, 8, 8}, gen);
     Tensor labels = Tensor::from_vector_i64({4}, {1, 2, 3, 4});
-    const Result r = run(razor_policy({.ratio = 0.9}), net.parameters(), [&] { return cross_entropy(net(x), labels); });
+    auto loss = [&] { return cross_entropy(net(x), labels); };
+    const Result r = run(razor_policy({.ratio = 0.9, .prune_batch_norm_inputs = true}), net.parameters(), loss);
     CHECK(find_record(r, "conv2d", "x", "0")->format == "bitmap+f32 r=0.90");
+    // by default a train-mode BN keeps its input dense (an exact BN backward; sparse/razor_policy.h says why)
+    CHECK(find_record(run(razor_policy({.ratio = 0.9}), net.parameters(), loss), "batch_norm", "x", "1")->format ==
+          "dense");
     CHECK(find_record(r, "linear", "W", "5")->format == "reference");
     CHECK(find_record(r, "batch_norm", "x", "1")->format == "bitmap+f32 r=0.90");
     CHECK(find_record(r, "batch_norm", "mean", "1")->format == "dense");
@@ -413,7 +417,7 @@ TEST_CASE("razor policy: softmax outputs are pruned (log_softmax is not), and no
     const Result ln = run(razor_policy({.values = ValueCodec::F16}), {s, w}, [&] { return layer_norm(s, w, Tensor()); });
     CHECK(find_record(ln, "layer_norm", "x")->format == "bitmap+f32 r=0.90");   // norm_values default: fp32
     const Result ln_dense =
-        run(razor_policy({.prune_norm_inputs = false}), {s, w}, [&] { return layer_norm(s, w, Tensor()); });
+        run(razor_policy({.prune_layer_norm_inputs = false}), {s, w}, [&] { return layer_norm(s, w, Tensor()); });
     CHECK(find_record(ln_dense, "layer_norm", "x")->format == "dense");
 }
 
@@ -472,7 +476,7 @@ TEST_CASE("razor policy: per-module overrides by path prefix, and Module::set_sa
     RazorConfig bad;
     bad.modules["fc"] = RazorModuleConfig{.ratio = 2.0};
     CHECK_THROWS_WITH_AS(RazorSavePolicy{bad}, doctest::Contains("module 'fc' ratio"), Error);
-    CHECK(RazorSavePolicy(c2).name() == "razor r=0.90 values=f32 norm=f32 gelu=dense-f16 ties=razor (+3 module overrides)");
+    CHECK(RazorSavePolicy(c2).name() == "razor r=0.90 values=f32 ln=f32 bn=dense gelu=dense-f16 ties=razor (+3 module overrides)");
 }
 
 TEST_CASE("razor policy: one razored copy shared by q/k/v; gradients bit-identical to separate copies") {
@@ -558,7 +562,7 @@ TEST_CASE("razor policy: tape of a ResNet-ish toy at r = 0.9 is >= 7x smaller fo
     Tensor labels = Tensor::from_vector_i64({8}, {0, 1, 2, 3, 4, 5, 6, 7});
     auto f = [&] { return net(x, labels); };
     const Result d = run(dense_policy(), net.params, f);
-    const Result r = run(razor_policy({.ratio = 0.9}), net.params, f);
+    const Result r = run(razor_policy({.ratio = 0.9, .prune_batch_norm_inputs = true}), net.params, f);
     CHECK(bit_equal(r.out, d.out));   // the loss is bit-identical: the forward is dense
 
     int64_t dense_pruned = 0, razor_pruned = 0, razor_total = 0, predicted = 0;
