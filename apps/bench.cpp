@@ -47,6 +47,7 @@ int run_bench(const std::vector<std::string>& argv) {
         .flag("razor", "0", kRazorHelp)
         .flag("razor-values", "fp32", kRazorValuesHelp)
         .flag("razor-gelu", "d4", kRazorGeluHelp)
+        .flag("razor-bn", "dense", kRazorBnHelp)
         .boolean("json", "print one JSON line (for scripts) instead of the table");
     args.parse(argv);
     if (args.help_requested()) {
@@ -60,7 +61,8 @@ int run_bench(const std::vector<std::string>& argv) {
                         ">= 1; got ", batch, ", ", steps, ", ", warmup, ", ", threads, ", ", classes));
     const double razor = args.real("razor");
     SavePolicyGuard save_policy(
-        razor_policy_from_flags("razor bench", razor, args.str("razor-values"), args.str("razor-gelu")));
+        razor_policy_from_flags("razor bench", razor, args.str("razor-values"), args.str("razor-gelu"),
+                                args.str("razor-bn")));
     set_num_threads(static_cast<int>(threads));
 
     const std::string name = args.str("model");
@@ -134,6 +136,7 @@ int run_bench(const std::vector<std::string>& argv) {
                               {"razor", razor},
                               {"razor_values", args.str("razor-values")},
                               {"razor_gelu", args.str("razor-gelu")},
+                              {"razor_bn", args.str("razor-bn")},
                               {"save_policy", active_save_policy().name()}};
     if (vrpge) {
         j["keep"] = keep, j["variant"] = variant_name(vrpge->options.variant), j["align"] = vrpge->options.align;

@@ -112,8 +112,13 @@ const char* const kRazorValuesHelp = "Back Razor: precision of the kept values, 
 const char* const kRazorGeluHelp =
     "Back Razor: GELU input kept as d4 (4-bit derivative code) | fp16 (dense, the reference) | fp32 | int8 | razored";
 
+const char* const kRazorBnHelp =
+    "Back Razor: train-mode BatchNorm inputs kept dense (exact BN backward) | razored (smaller; unstable at r >= 0.9). "
+    "--freeze-bn saves nothing for BN";
+
 std::shared_ptr<const SavePolicy> razor_policy_from_flags(const std::string& command, double ratio,
-                                                          const std::string& values, const std::string& gelu) {
+                                                          const std::string& values, const std::string& gelu,
+                                                          const std::string& bn) {
     if (!(ratio >= 0 && ratio < 1))
         throw Error(fmt(command, ": --razor must be in [0, 1) (the fraction of each saved activation dropped; 0 = the "
                         "dense tape), got ", ratio, "; hint: --razor 0.9 keeps 10%"));
@@ -131,8 +136,12 @@ std::shared_ptr<const SavePolicy> razor_policy_from_flags(const std::string& com
     if (g == gelu_modes.end())
         throw Error(fmt(command, ": --razor-gelu must be one of d4 | fp16 | fp32 | int8 | razored; got '", gelu,
                         "'; hint: fp16 is the reference's choice, d4 the smallest"));
+    if (bn != "dense" && bn != "razored")
+        throw Error(fmt(command, ": --razor-bn must be one of dense | razored; got '", bn,
+                        "'; hint: dense keeps BatchNorm's backward exact, --freeze-bn stores nothing for BN"));
     if (ratio == 0) return nullptr;
     sparse::RazorConfig config;
+    config.prune_batch_norm_inputs = bn == "razored";
     config.ratio = ratio;
     config.values = codec;
     config.norm_values = codec;

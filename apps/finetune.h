@@ -49,13 +49,17 @@ int64_t freeze_batchnorm(nn::Module& model);
 // RazorSavePolicy with ratio R whose razored items (conv/linear/matmul inputs, attention probabilities, BN/LN inputs)
 // keep V values, and whose GELU input is kept as G: d4 (4-bit derivative code, the CLI default; a razor extension),
 // fp16 (dense fp16, the reference), fp32 (dense), int8 (dense per-sample int8) or razored (pruned like the rest).
-// Throws naming the flag for R outside [0, 1) or an unknown V or G.
+// --razor-bn B: train-mode BatchNorm inputs stay dense (B = dense, the default) or are razored (B = razored, the
+// segmentation variant; it diverged in our ResNet-20 fine-tune at r = 0.9, see sparse/razor_policy.h).
+// Throws naming the flag for R outside [0, 1) or an unknown V, G or B.
 std::shared_ptr<const SavePolicy> razor_policy_from_flags(const std::string& command, double ratio,
-                                                          const std::string& values, const std::string& gelu = "d4");
+                                                          const std::string& values, const std::string& gelu = "d4",
+                                                          const std::string& bn = "dense");
 
-// The help texts of the three flags (one place for train, finetune, bench and info).
+// The help texts of the four flags (one place for train, finetune, bench and info).
 extern const char* const kRazorHelp;
 extern const char* const kRazorValuesHelp;
 extern const char* const kRazorGeluHelp;
+extern const char* const kRazorBnHelp;
 
 }  // namespace razor::apps

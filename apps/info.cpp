@@ -70,6 +70,7 @@ int run_info(const std::vector<std::string>& argv) {
         .flag("razor", "0", fmt(kRazorHelp, "; prints the tape breakdown"))
         .flag("razor-values", "fp32", kRazorValuesHelp)
         .flag("razor-gelu", "d4", kRazorGeluHelp)
+        .flag("razor-bn", "dense", kRazorBnHelp)
         .boolean("tape", "print the tape breakdown (per module and op: stored vs dense-equivalent) for the dense tape")
         .flag("out", "runs/info", "folder for the tape breakdown's CSV and SVG (with --razor or --tape)")
         .boolean("list", "print the model names and exit");
@@ -86,7 +87,8 @@ int run_info(const std::vector<std::string>& argv) {
     if (batch < 1) throw Error(fmt("razor info: --batch must be >= 1, got ", batch));
     const double razor = args.real("razor");
     SavePolicyGuard save_policy(
-        razor_policy_from_flags("razor info", razor, args.str("razor-values"), args.str("razor-gelu")));
+        razor_policy_from_flags("razor info", razor, args.str("razor-values"), args.str("razor-gelu"),
+                                args.str("razor-bn")));
     const bool tape = razor > 0 || args.on("tape");
     set_num_threads(static_cast<int>(args.integer("threads")));
 

@@ -8,8 +8,10 @@
 #   PRE_EPOCHS=2 FT_EPOCHS=1 STEPS=20 bash scripts/transfer.sh   # a smoke run (minutes)
 #
 # Environment: MODEL (resnet20 | vit_tiny | any zoo model, SGD recipe), DATA (CIFAR-10 binary folder), OUT (runs
-# folder), PRE_EPOCHS, FT_EPOCHS, THREADS, SEED, STEPS (steps per epoch, 0 = all), FREEZE_BN (1: --freeze-bn, CNNs),
-# VALUES (fp32 | fp16 | int8), RAZOR (the razor binary). Re-running skips a finished stage; a stopped stage resumes.
+# folder), PRE_EPOCHS, FT_EPOCHS, THREADS, SEED, STEPS (steps per epoch, 0 = all), FT_STEPS (the same for the
+# fine-tunes; default STEPS), RATIOS (the fine-tunes' r values, default "0 0.9 0.97"), FREEZE_BN (1: --freeze-bn,
+# CNNs; the reference CNN's mode), VALUES (fp32 | fp16 | int8), RAZOR (the razor binary). Re-running skips a
+# finished stage; a stopped stage resumes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +23,8 @@ FT_EPOCHS=${FT_EPOCHS:-15}
 THREADS=${THREADS:-2}
 SEED=${SEED:-0}
 STEPS=${STEPS:-0}
+FT_STEPS=${FT_STEPS:-$STEPS}
+RATIOS=${RATIOS:-0 0.9 0.97}
 FREEZE_BN=${FREEZE_BN:-0}
 VALUES=${VALUES:-fp32}
 RAZOR=${RAZOR:-./build/razor}
@@ -34,7 +38,7 @@ else
     PRE_OPT=(--opt sgd --lr 0.1 --nesterov --wd 5e-4 --sched onecycle)
     FT_OPT=(--opt sgd --lr 0.01 --nesterov --wd 5e-4 --sched cosine)
 fi
-COMMON=(--data "$DATA" --threads "$THREADS" --seed "$SEED" --steps-per-epoch "$STEPS" --batch 128)
+COMMON=(--data "$DATA" --threads "$THREADS" --seed "$SEED" --batch 128)
 FT_FLAGS=()
 [ "$FREEZE_BN" = 1 ] && FT_FLAGS+=(--freeze-bn)
 
@@ -50,16 +54,17 @@ run() {
     touch "$out/done"
 }
 
-run "$OUT/pretrain" train --model "$MODEL" --classes "$ANIMALS" --epochs "$PRE_EPOCHS" "${PRE_OPT[@]}" "${COMMON[@]}"
-for r in 0 0.9 0.97; do
+run "$OUT/pretrain" train --model "$MODEL" --classes "$ANIMALS" --epochs "$PRE_EPOCHS" "${PRE_OPT[@]}" "${COMMON[@]}" \
+    --steps-per-epoch "$STEPS"
+for r in $RATIOS; do
     run "$OUT/finetune-r$r" finetune --from "$OUT/pretrain" --classes "$VEHICLES" --epochs "$FT_EPOCHS" \
-        --razor "$r" --razor-values "$VALUES" "${FT_OPT[@]}" "${FT_FLAGS[@]}" "${COMMON[@]}"
+        --razor "$r" --razor-values "$VALUES" "${FT_OPT[@]}" "${FT_FLAGS[@]}" "${COMMON[@]}" --steps-per-epoch "$FT_STEPS"
 done
 
 echo
 echo "| $MODEL fine-tune on $VEHICLES | test accuracy (last epoch) | tape peak (stored / dense-equivalent) |"
 echo "|---|---|---|"
-for r in 0 0.9 0.97; do
+for r in $RATIOS; do
     /usr/bin/python3 - "$OUT/finetune-r$r/log.jsonl" "$r" <<'PY'
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
