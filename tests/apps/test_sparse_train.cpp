@@ -229,7 +229,8 @@ TEST_CASE("razor sparse-train --resume: stopped in phase A, at the end of phase 
     const std::string t = tmp / "t";
     test::capture_stdout([&] {
         test::run_command(apps::run_train, {"--model", "lenet5", "--data", d, "--out", t, "--epochs", "1", "--batch",
-                                            "8", "--steps-per-epoch", "1", "--threads", "1", "--eval-batch", "10"});
+                                            "8", "--steps-per-epoch", "1", "--sched", "none", "--threads", "1",
+                                            "--eval-batch", "10"});
     });
     CHECK_THROWS_WITH_AS(test::run_command(apps::run_sparse_train, {"--resume", t}),
                          Contains("was not written by razor sparse-train"), Error);
