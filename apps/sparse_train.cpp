@@ -10,14 +10,20 @@
 //   Σ s <= keep·n. lr_w and lr_s follow ½(1 + cos(π e / E)) per epoch. The progress line shows E[kept fraction]
 //   = Σ s / n, the sampled subnets' MACs over dense, and img/s. The per-epoch test accuracy is LOGGING ONLY: one
 //   Bernoulli sample of s, eval mode (running statistics), nothing updated (not the reference's train-mode eval).
-//   OUT/last/ holds the dense model's weights (model.safetensors) and s, both optimisers and the RNG states
-//   (train_state.safetensors) after every epoch.
 // Phase B: s is frozen, no projection. --candidates (10) subnetworks are drawn from the final s; each is scored by
 //   its accuracy on --select-batches training batches (train-mode BN, no gradient; the running statistics are
 //   restored afterwards); the best is fine-tuned for --finetune-epochs (40) with SGD lr --finetune-lr (1e-3,
 //   constant), momentum 0.9, weight decay --wd, clip --clip over w, compact on its fixed channels. Both the
 //   last-epoch and the best-epoch test accuracy are reported (the reference reports the best, selected on the test
 //   set: optimistic).
+// Checkpoints and --resume: OUT/last/ (apps/checkpoint.h, atomic) is written after every epoch of both phases and
+//   after the selection. It holds the dense model's weights and BN statistics (model.safetensors) and, in
+//   train_state.safetensors, the phase, s, the RNG states (init, masks, default) and the run's flags; in phase A Adam's
+//   state on s and SGD's on w, in phase B the chosen subnetwork (plan.counts, plan.kept), the fine-tune SGD's state and
+//   the test accuracies so far. `--resume OUT` restores all of it and continues bit-exactly (same --threads): the
+//   loader's order and augmentation are a function of (seed, epoch), the masks come from the restored mask stream.
+//   Flags that change the computation must match the checkpoint's (apps/resume.h); --stop-after E stops after the
+//   E-th epoch of the run (phase A epochs, then fine-tune epochs).
 // Export: OUT/subnet/model.safetensors, the fine-tuned subnetwork as a physically smaller dense model
 //   (ChannelPrunable::extract) with its widths in the metadata: `razor eval --checkpoint OUT/subnet` loads it, and
 //   PyTorch loads the same state dict into the zoo architecture built with those widths.
@@ -26,13 +32,16 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "apps/args.h"
 #include "apps/checkpoint.h"
 #include "apps/commands.h"
 #include "apps/progress.h"
+#include "apps/resume.h"
 #include "apps/train_common.h"
+#include "apps/train_state.h"
 #include "apps/vrpge_common.h"
 #include "core/core.h"
 #include "data/loader.h"
@@ -48,39 +57,53 @@ namespace {
 
 const char* kCmd = "razor sparse-train";
 
+// Flags that change the computation must match the checkpoint's on --resume (or be left out); the last field marks the
+// ones that may change (paths, threads, evaluation, stopping).
+const std::vector<FlagSpec>& flag_specs() {
+    static const std::vector<FlagSpec> specs = {
+        {"model", "resnet32x2", "resnet20 | resnet32 | resnet56 | resnet32x2 | vgg16_bn | vgg19_bn"},
+        {"dataset", "cifar10", "cifar10 | cifar100 | fashion-mnist | folder"},
+        {"data", "", "dataset folder (cifar10: the folder holding data_batch_1.bin)", false, true},
+        {"classes", "", "keep only these classes, relabelled 0..k-1"},
+        {"keep", "0.5", "channel KEEP ratio rho: the budget is sum(s) <= rho * n (the reference's --prune-rate)"},
+        {"epochs", "300", "phase A epochs"},
+        {"batch", "128", "images per step"},
+        {"lr", "0.1", "SGD lr on w (cosine per epoch)"},
+        {"lr-s", "12e-3", "Adam lr on s (cosine per epoch)"},
+        {"momentum", "0.9", "SGD momentum (phase A and B)"},
+        {"wd", "5e-4", "SGD weight decay on every w, BN included (phase A and B)"},
+        {"clip", "3", "joint gradient-norm clip over w and s (phase B: over w)"},
+        {"s-init", "0.5", "initial keep probability of every channel"},
+        {"score-norm", "sqrt", "sqrt (the reference) | exact (unbiased leave-one-out)"},
+        {"projection", "bisection", "bisection (the reference) | exact (sort-based)"},
+        {"variant", "two-backward", "two-backward (the reference) | one-backward (cheaper: one backward pass)"},
+        {"align", "0", "round kept counts up to a multiple of this (8: SIMD; CHANGES the algorithm; 0 = off)"},
+        {"candidates", "10", "phase B: subnetworks drawn from the final s"},
+        {"select-batches", "20", "phase B: training batches that score each candidate"},
+        {"finetune-epochs", "40", "phase B: fine-tune epochs of the chosen subnetwork (0 = none)"},
+        {"finetune-lr", "1e-3", "phase B: constant SGD lr"},
+        {"augment", "crop+flip", "crop+flip | none"},
+        {"threads", "0", "OpenMP threads (0 = all cores); resume bit-exactly with the same count", false, true},
+        {"workers", "1", "data loader threads", false, true},
+        {"seed", "0", "seed for init, masks, shuffling and augmentation"},
+        {"out", "runs/sparse", "run folder: last/, subnet/, log.jsonl", false, true},
+        {"resume", "", "continue the run in this folder (its last/ checkpoint) where it stopped, in phase A or B",
+         false, true},
+        {"eval-every", "1", "phase A: test one sampled subnet every N epochs (logging only; 0 = never)", false, true},
+        {"eval-batch", "500", "images per evaluation batch", false, true},
+        {"steps-per-epoch", "0", "stop each epoch after N steps (0 = the whole set; for quick runs)"},
+        {"stop-after", "0", "stop after this many epochs of the run (phase A epochs, then fine-tune epochs) with a "
+                            "checkpoint, to continue later with --resume (0 = off)", false, true},
+        {"overwrite", "", "start over in an --out that already holds a run", true, true},
+    };
+    return specs;
+}
+
 Args make_args() {
-    Args a("sparse-train", "VR-PGE sparse training (phase A), subnetwork selection and fine-tune (phase B), export");
-    a.flag("model", "resnet32x2", "resnet20 | resnet32 | resnet56 | resnet32x2 | vgg16_bn | vgg19_bn")
-        .flag("dataset", "cifar10", "cifar10 | cifar100 | fashion-mnist | folder")
-        .flag("data", "", "dataset folder (cifar10: the folder holding data_batch_1.bin)")
-        .flag("classes", "", "keep only these classes, relabelled 0..k-1")
-        .flag("keep", "0.5", "channel KEEP ratio rho: the budget is sum(s) <= rho * n (the reference's --prune-rate)")
-        .flag("epochs", "300", "phase A epochs")
-        .flag("batch", "128", "images per step")
-        .flag("lr", "0.1", "SGD lr on w (cosine per epoch)")
-        .flag("lr-s", "12e-3", "Adam lr on s (cosine per epoch)")
-        .flag("momentum", "0.9", "SGD momentum (phase A and B)")
-        .flag("wd", "5e-4", "SGD weight decay on every w, BN included (phase A and B)")
-        .flag("clip", "3", "joint gradient-norm clip over w and s (phase B: over w)")
-        .flag("s-init", "0.5", "initial keep probability of every channel")
-        .flag("score-norm", "sqrt", "sqrt (the reference) | exact (unbiased leave-one-out)")
-        .flag("projection", "bisection", "bisection (the reference) | exact (sort-based)")
-        .flag("variant", "two-backward", "two-backward (the reference) | one-backward (cheaper: one backward pass)")
-        .flag("align", "0", "round kept counts up to a multiple of this (8: SIMD; CHANGES the algorithm; 0 = off)")
-        .flag("candidates", "10", "phase B: subnetworks drawn from the final s")
-        .flag("select-batches", "20", "phase B: training batches that score each candidate")
-        .flag("finetune-epochs", "40", "phase B: fine-tune epochs of the chosen subnetwork (0 = none)")
-        .flag("finetune-lr", "1e-3", "phase B: constant SGD lr")
-        .flag("augment", "crop+flip", "crop+flip | none")
-        .flag("threads", "0", "OpenMP threads (0 = all cores)")
-        .flag("workers", "1", "data loader threads")
-        .flag("seed", "0", "seed for init, masks, shuffling and augmentation")
-        .flag("out", "runs/sparse", "run folder: last/, subnet/, log.jsonl")
-        .flag("eval-every", "1", "phase A: test one sampled subnet every N epochs (logging only; 0 = never)")
-        .flag("eval-batch", "500", "images per evaluation batch")
-        .flag("steps-per-epoch", "0", "stop each epoch after N steps (0 = the whole set; for quick runs)")
-        .boolean("overwrite", "start over in an --out that already holds a run");
-    return a;
+    return make_flag_args("sparse-train",
+                          "VR-PGE sparse training (phase A), subnetwork selection and fine-tune (phase B), export; "
+                          "checkpoints and --resume in either phase",
+                          flag_specs());
 }
 
 template <class T>
@@ -107,12 +130,6 @@ std::string join(const std::vector<int64_t>& v) {
     return s;
 }
 
-Tensor pack_state(const std::array<uint64_t, 4>& s) {
-    std::vector<int64_t> v;
-    for (uint64_t x : s) v.push_back(static_cast<int64_t>(x));
-    return Tensor::from_vector_i64({4}, v);
-}
-
 // Accuracy of the model (with whatever plan is set) on `batches` batches of `loader`, train-mode BN, no gradient;
 // the BN running statistics are put back afterwards (candidate scoring must not change the model).
 double train_accuracy(nn::Module& model, data::DataLoader& loader, int64_t batches) {
@@ -132,6 +149,61 @@ double train_accuracy(nn::Module& model, data::DataLoader& loader, int64_t batch
     return seen ? static_cast<double>(correct) / seen : 0;
 }
 
+// The chosen subnetwork in the train state: "plan.counts" (L) i64, the kept channels of each scored layer, and
+// "plan.kept" (sum of counts) i64, their indices layer after layer.
+void pack_plan(const models::ChannelPlan& plan, std::map<std::string, Tensor>& state) {
+    std::vector<int64_t> counts, kept;
+    for (const auto& k : plan.kept) {
+        counts.push_back(static_cast<int64_t>(k.size()));
+        kept.insert(kept.end(), k.begin(), k.end());
+    }
+    state["plan.counts"] = Tensor::from_vector_i64({static_cast<int64_t>(counts.size())}, counts);
+    state["plan.kept"] = Tensor::from_vector_i64({static_cast<int64_t>(kept.size())}, kept);
+}
+
+models::ChannelPlan unpack_plan(const std::map<std::string, Tensor>& state, const std::string& where,
+                                const std::vector<sparse::ScoredLayer>& layers) {
+    const Tensor &counts = state_entry(state, "plan.counts", where), &kept = state_entry(state, "plan.kept", where);
+    const auto hint = "; hint: resume from a folder razor sparse-train wrote, with the same --model";
+    if (counts.dtype() != DType::I64 || kept.dtype() != DType::I64 || counts.dim() != 1 || kept.dim() != 1 ||
+        counts.numel() != static_cast<int64_t>(layers.size()))
+        throw Error(fmt(where, ": entries 'plan.counts' / 'plan.kept' must be i64 lists, the first of ", layers.size(),
+                        " counts (one per scored layer), got ", dtype_name(counts.dtype()), " ",
+                        shape_str(counts.shape()), " / ", dtype_name(kept.dtype()), " ", shape_str(kept.shape()), hint));
+    const auto c = counts.to_vector_i64(), k = kept.to_vector_i64();
+    models::ChannelPlan plan;
+    size_t at = 0;
+    for (size_t l = 0; l < layers.size(); ++l) {
+        if (c[l] < 0 || c[l] > layers[l].channels || at + static_cast<size_t>(c[l]) > k.size())
+            throw Error(fmt(where, ": 'plan.counts' gives layer ", layers[l].name, " ", c[l], " kept channels; expected 0 to ",
+                            layers[l].channels, " within the ", k.size(), " indices of 'plan.kept'", hint));
+        plan.kept.emplace_back(k.begin() + static_cast<std::ptrdiff_t>(at), k.begin() + static_cast<std::ptrdiff_t>(at + c[l]));
+        at += static_cast<size_t>(c[l]);
+        for (size_t i = 0; i < plan.kept[l].size(); ++i)
+            if (plan.kept[l][i] < 0 || plan.kept[l][i] >= layers[l].channels || (i && plan.kept[l][i] <= plan.kept[l][i - 1]))
+                throw Error(fmt(where, ": 'plan.kept' of layer ", layers[l].name, " must be ascending channel indices "
+                                "in [0, ", layers[l].channels, "), got ", plan.kept[l][i], " at position ", i, hint));
+    }
+    if (at != k.size())
+        throw Error(fmt(where, ": 'plan.kept' holds ", k.size(), " indices, 'plan.counts' sums to ", at, hint));
+    return plan;
+}
+
+// s from the "scores.<layer>.s" entries (same shapes as this model's), copied into the leaves Adam updates.
+void restore_scores(const sparse::ChannelScores& scores, const std::map<std::string, Tensor>& state,
+                    const std::string& where) {
+    NoGradGuard no_grad;
+    for (const auto& [name, s] : scores.named_parameters()) {
+        const Tensor& v = state_entry(state, "scores." + name, where);
+        if (v.dtype() != DType::F32 || v.shape() != s.shape())
+            throw Error(fmt(where, ": entry 'scores.", name, "' must be f32 ", shape_str(s.shape()), ", got ",
+                            dtype_name(v.dtype()), " ", shape_str(v.shape()),
+                            "; hint: resume from a folder razor sparse-train wrote, with the same --model"));
+        s.detach().copy_(v);
+        s.bump_version();
+    }
+}
+
 }  // namespace
 
 int run_sparse_train(const std::vector<std::string>& argv) {
@@ -141,12 +213,30 @@ int run_sparse_train(const std::vector<std::string>& argv) {
         std::printf("%s", args.usage().c_str());
         return 0;
     }
+    // --resume: the checkpoint's flags, apart from those that may change (apps/resume.h)
+    Checkpoint resumed;
+    const bool resuming = !args.str("resume").empty();
+    if (resuming) {
+        resumed = open_checkpoint(args.str("resume"));
+        auto command = resumed.train_metadata.find("command");
+        if (command == resumed.train_metadata.end() || command->second != "sparse-train")
+            throw Error(fmt(kCmd, ": ", resumed.folder, " was not written by razor sparse-train (its train state has "
+                            "no s, no phase); hint: continue a razor train run with razor train --resume"));
+        const std::string root = fs::path(resumed.folder).parent_path().string();
+        auto config = resumed.train_metadata.find("config");
+        Args again = make_args();
+        again.parse(reconcile_flags(kCmd, flag_specs(), args,
+                                    config == resumed.train_metadata.end() ? "" : config->second, args.str("resume"),
+                                    root.empty() ? "." : root));
+        args = again;
+    }
     const std::string model_name = args.str("model"), out = args.str("out");
     const double keep = args.real("keep"), lr = args.real("lr"), lr_s = args.real("lr-s"), clip = args.real("clip");
     const int64_t epochs = args.integer("epochs"), batch = args.integer("batch"), seed = args.integer("seed");
     const int64_t candidates = args.integer("candidates"), select_batches = args.integer("select-batches");
     const int64_t ft_epochs = args.integer("finetune-epochs"), eval_every = args.integer("eval-every");
     const int64_t align = args.integer("align"), steps_per_epoch = args.integer("steps-per-epoch");
+    const int64_t stop_after = args.integer("stop-after");
     require(keep > 0 && keep <= 1, "keep", keep, "in (0, 1]");
     require(epochs >= 0, "epochs", epochs, ">= 0");
     require(batch >= 1, "batch", batch, ">= 1");
@@ -159,6 +249,7 @@ int run_sparse_train(const std::vector<std::string>& argv) {
     require(seed >= 0, "seed", seed, ">= 0");
     require(steps_per_epoch >= 0, "steps-per-epoch", steps_per_epoch, ">= 0");
     require(eval_every >= 0, "eval-every", eval_every, ">= 0");
+    require(stop_after >= 0, "stop-after", stop_after, ">= 0 (0 = off)");
     const double s_init = args.real("s-init");
     require(s_init >= 0 && s_init <= 1, "s-init", s_init, "in [0, 1]");
     const std::string score_norm = args.str("score-norm"), projection = args.str("projection"),
@@ -167,8 +258,11 @@ int run_sparse_train(const std::vector<std::string>& argv) {
     require(projection == "bisection" || projection == "exact", "projection", projection, "bisection | exact");
     require(variant == "two-backward" || variant == "one-backward", "variant", variant, "two-backward | one-backward");
     require(augment == "crop+flip" || augment == "none", "augment", augment, "crop+flip | none");
-    if (!args.on("overwrite") && (fs::exists(fs::path(out) / "last") || fs::exists(fs::path(out) / "subnet")))
-        throw Error(fmt(kCmd, ": ", out, " already holds a run; hint: pick another --out or pass --overwrite"));
+    if (!resuming && !args.on("overwrite") &&
+        (fs::exists(fs::path(out) / "last") || fs::exists(fs::path(out) / "last.old") ||
+         fs::exists(fs::path(out) / "subnet")))
+        throw Error(fmt(kCmd, ": ", out, " already holds a run; hint: continue it with --resume ", out,
+                        ", pick another --out, or pass --overwrite to start over"));
     set_num_threads(static_cast<int>(args.integer("threads")));
     std::printf("%s\n", runtime_banner().c_str());
 
@@ -220,11 +314,67 @@ int run_sparse_train(const std::vector<std::string>& argv) {
                 static_cast<long long>(candidates), static_cast<long long>(ft_epochs), args.real("finetune-lr"),
                 static_cast<long long>(seed));
 
+    // ---- resume: where the run stood (phase A after a_done epochs, or phase B after b_done fine-tune epochs) ----
+    // The fine-tune optimizer exists from the start so that a run resumed in phase B can load its state.
+    optim::SGD ft(model->named_parameters(),
+                  {.lr = args.real("finetune-lr"), .momentum = args.real("momentum"), .weight_decay = args.real("wd")});
+    int64_t a_done = 0, b_done = 0, best_epoch = 0;
+    bool in_b = false;                      // the subnetwork is chosen (phase B)
+    models::ChannelPlan best_plan;
+    double best_acc = -1, last_acc = -1;    // phase B test accuracy: best over the fine-tune epochs, and the last
+    if (resuming) {
+        const std::string where = resumed.folder + "/" + kTrainStateFile;
+        const auto& state = resumed.train_state;
+        try {
+            model->load_state_dict(resumed.model);
+        } catch (const Error& e) {
+            throw Error(fmt(kCmd, ": ", resumed.folder, "/", kModelFile, " does not fit --model ", model_name, ": ",
+                            e.what()));
+        }
+        in_b = state_i64(state, "phase", where, 0, 1) == 1;
+        a_done = state_i64(state, "epoch", where, in_b ? epochs : 0, epochs);
+        restore_scores(trainer.scores, state, where);
+        try {
+            if (in_b) {
+                b_done = state_i64(state, "finetune_epoch", where, 0, ft_epochs);
+                best_epoch = state_i64(state, "best_epoch", where, 0, b_done);
+                best_acc = optim::unpack_f64(state_entry(state, "best_test_acc", where), where + ": best_test_acc");
+                last_acc = optim::unpack_f64(state_entry(state, "last_test_acc", where), where + ": last_test_acc");
+                best_plan = unpack_plan(state, where, trainer.scores.layers());
+                ft.load_state_dict(state_with_prefix(state, "optimizer_ft."));
+            } else {
+                trainer.opt_s.load_state_dict(state_with_prefix(state, "optimizer_s."));
+                trainer.opt_w.load_state_dict(state_with_prefix(state, "optimizer_w."));
+            }
+        } catch (const Error& e) {
+            throw Error(fmt(where, ": ", e.what()));
+        }
+        default_generator().set_state(state_generator(state, "rng.default", where));
+        gen.set_state(state_generator(state, "rng.init", where));
+        mask_gen.set_state(state_generator(state, "rng.masks", where));
+        std::printf("resume %s: %s\n", resumed.folder.c_str(),
+                    in_b ? fmt("phase B, subnetwork chosen, after fine-tune epoch ", b_done, "/", ft_epochs).c_str()
+                         : fmt("phase A, after epoch ", a_done, "/", epochs).c_str());
+    }
+
     // ---- outputs ----
     fs::create_directories(out);
     const std::string log_path = (fs::path(out) / "log.jsonl").string();
-    write_file_atomic(log_path, "");
+    // A resumed run keeps the log lines its checkpoint holds; lines logged after it (the epoch a kill interrupted, a
+    // selection that was not checkpointed) are dropped and written again, identically.
+    std::function<bool(const json&)> keep_line;
+    if (resuming)
+        keep_line = [&](const json& j) {
+            const std::string phase = j.value("phase", "");
+            const int64_t e = j.contains("epoch") && j["epoch"].is_number() ? j["epoch"].get<int64_t>() : 0;
+            if (phase == "A") return e <= a_done;
+            if (phase == "B-select") return in_b;
+            if (phase == "B") return in_b && e <= b_done;
+            return false;   // "export": written again at the end
+        };
+    trim_log(log_path, keep_line);
     std::ofstream log(log_path, std::ios::app);
+    if (!log) throw Error(fmt(kCmd, ": cannot open ", log_path, " for writing; hint: check --out"));
     std::map<std::string, std::string> meta = {
         {"format", "pt"},
         {"model", model_name},
@@ -234,28 +384,47 @@ int run_sparse_train(const std::vector<std::string>& argv) {
         {"image_size", fmt(image[1])},
         {"normalize_mean", join_floats(data.mean)},
         {"normalize_std", join_floats(data.std)}};
-    json config;
-    for (const char* f : {"model", "dataset", "classes", "keep", "epochs", "batch", "lr", "lr-s", "momentum", "wd",
-                          "clip", "s-init", "score-norm", "projection", "variant", "align", "candidates",
-                          "select-batches", "finetune-epochs", "finetune-lr", "augment", "seed", "steps-per-epoch"})
-        config[f] = args.str(f);
-    auto save = [&](int64_t epoch, const std::string& phase) {
+    const json config = run_config(flag_specs(), args);
+    // OUT/last after every epoch of either phase and after the selection (apps/checkpoint.h: atomic for the pair).
+    // Phase A: s, Adam on s, SGD on w. Phase B: s (frozen), the chosen subnetwork, the fine-tune SGD, the test
+    // accuracies so far. Both: the RNG states (init, masks, default); the model's weights and BN statistics.
+    auto save = [&]() {
         Checkpoint ck;
+        const int64_t position = in_b ? epochs + b_done : a_done;   // epochs of the run done
         ck.model = model->state_dict();
         ck.model_metadata = meta;
-        ck.model_metadata["epoch"] = fmt(epoch);
+        ck.model_metadata["epoch"] = fmt(position);
         for (const auto& [k, s] : trainer.scores.named_parameters()) ck.train_state["scores." + k] = s.detach();
-        for (const auto& [k, v] : trainer.opt_s.state_dict()) ck.train_state["optimizer_s." + k] = v;
-        for (const auto& [k, v] : trainer.opt_w.state_dict()) ck.train_state["optimizer_w." + k] = v;
-        ck.train_state["epoch"] = Tensor::from_vector_i64({}, {epoch});
-        ck.train_state["rng.init"] = pack_state(gen.state());
-        ck.train_state["rng.masks"] = pack_state(mask_gen.state());
-        ck.train_metadata = {{"config", config.dump()}, {"epoch", fmt(epoch)}, {"phase", phase}};
+        if (in_b) {
+            for (const auto& [k, v] : ft.state_dict()) ck.train_state["optimizer_ft." + k] = v;
+            pack_plan(best_plan, ck.train_state);
+            ck.train_state["finetune_epoch"] = i64_scalar(b_done);
+            ck.train_state["best_epoch"] = i64_scalar(best_epoch);
+            ck.train_state["best_test_acc"] = optim::pack_f64(best_acc);
+            ck.train_state["last_test_acc"] = optim::pack_f64(last_acc);
+        } else {
+            for (const auto& [k, v] : trainer.opt_s.state_dict()) ck.train_state["optimizer_s." + k] = v;
+            for (const auto& [k, v] : trainer.opt_w.state_dict()) ck.train_state["optimizer_w." + k] = v;
+        }
+        ck.train_state["phase"] = i64_scalar(in_b ? 1 : 0);
+        ck.train_state["epoch"] = i64_scalar(a_done);
+        ck.train_state["rng.default"] = pack_generator_state(default_generator().state());
+        ck.train_state["rng.init"] = pack_generator_state(gen.state());
+        ck.train_state["rng.masks"] = pack_generator_state(mask_gen.state());
+        ck.train_metadata = {{"command", "sparse-train"}, {"config", config.dump()}, {"epoch", fmt(position)},
+                             {"phase", in_b ? "B" : "A"}};
         save_checkpoint(out, "last", ck);
+    };
+    // --stop-after E: after the E-th epoch of the run (phase A epochs, then fine-tune epochs), with its checkpoint.
+    auto stop_here = [&](int64_t position) {
+        if (stop_after == 0 || position != stop_after || position >= epochs + ft_epochs) return false;
+        std::printf("stopped after epoch %lld of %lld (--stop-after); continue with: razor sparse-train --resume %s\n",
+                    static_cast<long long>(position), static_cast<long long>(epochs + ft_epochs), out.c_str());
+        return true;
     };
 
     // ---- phase A: joint sparse training ----
-    for (int64_t epoch = 1; epoch <= epochs; ++epoch) {
+    for (int64_t epoch = a_done + 1; epoch <= epochs; ++epoch) {
         loader.set_epoch(epoch - 1);
         trainer.opt_w.set_lr(cosine(lr, epoch - 1, epochs));
         trainer.opt_s.set_lr(cosine(lr_s, epoch - 1, epochs));
@@ -301,7 +470,6 @@ int run_sparse_train(const std::vector<std::string>& argv) {
             trainer.prunable.set_channel_plan(nullptr);
             j["test_acc_sampled"] = e.accuracy;
         }
-        save(epoch, "A");
         std::printf("A %lld/%lld  loss %.4f  train %.1f%%  test(1 sample, logging only) %s  E[keep] %.3f  flops %.3fx  "
                     "lr %.3g  lr_s %.3g  %.0f s  %.0f img/s\n",
                     static_cast<long long>(epoch), static_cast<long long>(epochs), j["loss"].get<double>(),
@@ -310,48 +478,51 @@ int run_sparse_train(const std::vector<std::string>& argv) {
                     trainer.expected_keep(), j["flops_ratio"].get<double>(), trainer.opt_w.lr(), trainer.opt_s.lr(),
                     progress.seconds(), progress.images_per_second());
         std::fflush(stdout);
+        // the log line before last/: a run killed between the two redoes this epoch and rewrites the line (trim_log)
         log << j.dump() << "\n" << std::flush;
+        a_done = epoch;
+        save();
+        if (stop_here(epoch)) return 0;
     }
 
     // ---- phase B: pick the best of --candidates subnetworks by training accuracy ----
-    data::DataLoader select_loader(data.train,
-                                   data::compose({data::to_float_transform(), data::normalize_transform(data.mean, data.std)}),
-                                   {.batch_size = batch, .shuffle = true, .drop_last = false,
-                                    .seed = static_cast<uint64_t>(seed) + 1, .workers = workers});
-    models::ChannelPlan best_plan;
-    double best_select = -1;
     model->train();
-    for (int64_t c = 0; c < candidates; ++c) {
-        models::ChannelPlan plan = models::ChannelPlan::from_masks(trainer.scores.sample(mask_gen));
-        trainer.prunable.set_channel_plan(std::make_shared<models::ChannelPlan>(plan));
-        {
-            NoGradGuard no_grad;   // MACs of this candidate: one eval-mode forward (updates nothing)
-            model->eval();
-            (*model)(Tensor::zeros({1, image[0], image[1], image[2]}));
-            model->train();
+    if (!in_b) {
+        data::DataLoader select_loader(
+            data.train, data::compose({data::to_float_transform(), data::normalize_transform(data.mean, data.std)}),
+            {.batch_size = batch, .shuffle = true, .drop_last = false, .seed = static_cast<uint64_t>(seed) + 1,
+             .workers = args.integer("workers")});
+        double best_select = -1;
+        for (int64_t c = 0; c < candidates; ++c) {
+            models::ChannelPlan plan = models::ChannelPlan::from_masks(trainer.scores.sample(mask_gen));
+            trainer.prunable.set_channel_plan(std::make_shared<models::ChannelPlan>(plan));
+            {
+                NoGradGuard no_grad;   // MACs of this candidate: one eval-mode forward (updates nothing)
+                model->eval();
+                (*model)(Tensor::zeros({1, image[0], image[1], image[2]}));
+                model->train();
+            }
+            const double cost = trainer.prunable.last_cost().ratio();
+            const double acc = train_accuracy(*model, select_loader, select_batches);
+            int64_t kept = 0;
+            for (size_t l = 0; l < plan.kept.size(); ++l)
+                if (trainer.scores.layers()[l].masked) kept += static_cast<int64_t>(plan.kept[l].size());
+            std::printf("B candidate %lld/%lld: %lld/%lld channels kept, MACs %.3fx dense, train accuracy %.2f%% (%lld "
+                        "batches)\n",
+                        static_cast<long long>(c + 1), static_cast<long long>(candidates), static_cast<long long>(kept),
+                        static_cast<long long>(n), cost, 100 * acc, static_cast<long long>(select_batches));
+            log << json{{"phase", "B-select"}, {"candidate", c + 1}, {"kept", kept}, {"flops_ratio", cost},
+                        {"train_acc", acc}}.dump()
+                << "\n" << std::flush;
+            if (acc > best_select) best_select = acc, best_plan = plan;
         }
-        const double cost = trainer.prunable.last_cost().ratio();
-        const double acc = train_accuracy(*model, select_loader, select_batches);
-        int64_t kept = 0;
-        for (size_t l = 0; l < plan.kept.size(); ++l)
-            if (trainer.scores.layers()[l].masked) kept += static_cast<int64_t>(plan.kept[l].size());
-        std::printf("B candidate %lld/%lld: %lld/%lld channels kept, MACs %.3fx dense, train accuracy %.2f%% (%lld "
-                    "batches)\n",
-                    static_cast<long long>(c + 1), static_cast<long long>(candidates), static_cast<long long>(kept),
-                    static_cast<long long>(n), cost, 100 * acc, static_cast<long long>(select_batches));
-        log << json{{"phase", "B-select"}, {"candidate", c + 1}, {"kept", kept}, {"flops_ratio", cost},
-                    {"train_acc", acc}}.dump()
-            << "\n" << std::flush;
-        if (acc > best_select) best_select = acc, best_plan = plan;
+        in_b = true;
+        save();   // the choice is kept: a run resumed from here fine-tunes the same subnetwork
     }
     trainer.prunable.set_channel_plan(std::make_shared<models::ChannelPlan>(best_plan));
 
     // ---- phase B: fine-tune the fixed subnetwork's weights ----
-    optim::SGD ft(model->named_parameters(),
-                  {.lr = args.real("finetune-lr"), .momentum = args.real("momentum"), .weight_decay = args.real("wd")});
-    double best_acc = -1, last_acc = -1;
-    int64_t best_epoch = 0;
-    for (int64_t epoch = 1; epoch <= ft_epochs; ++epoch) {
+    for (int64_t epoch = b_done + 1; epoch <= ft_epochs; ++epoch) {
         loader.set_epoch(epochs + epoch - 1);
         Progress progress(fmt("B ", epoch, "/", ft_epochs), spe, batch);
         double loss_sum = 0;
@@ -387,6 +558,12 @@ int run_sparse_train(const std::vector<std::string>& argv) {
                     {"train_acc", seen ? static_cast<double>(correct) / seen : 0}, {"test_acc", e.accuracy},
                     {"seconds", progress.seconds()}, {"img_per_s", progress.images_per_second()}}.dump()
             << "\n" << std::flush;
+        b_done = epoch;
+        save();
+        if (stop_here(epochs + epoch)) {
+            trainer.prunable.set_channel_plan(nullptr);
+            return 0;
+        }
     }
     if (ft_epochs == 0) last_acc = best_acc = evaluate(*model, data.test, data.mean, data.std, args.integer("eval-batch")).accuracy;
 

@@ -20,6 +20,7 @@
 // the tape keeps each saved activation pruned to its top (1 - R) per sample. The progress and epoch lines show the
 // tape's stored bytes against the dense-equivalent bytes and their ratio.
 #include <cmath>
+#include <functional>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -34,6 +35,7 @@
 #include "apps/nonfinite.h"
 #include "apps/plot.h"
 #include "apps/progress.h"
+#include "apps/resume.h"
 #include "apps/train_common.h"
 #include "apps/train_state.h"
 #include "core/core.h"
@@ -53,14 +55,6 @@ namespace {
 
 // "razor train", or "razor finetune" while run_training(finetune = true) runs (it prefixes every error message).
 const char* kCmd = "razor train";
-
-struct FlagSpec {
-    const char* name;
-    const char* value;   // default
-    const char* help;
-    bool boolean = false;
-    bool may_change_on_resume = false;
-};
 
 const std::vector<FlagSpec>& flag_specs(bool finetune) {
     static const std::vector<FlagSpec> train = {
@@ -124,22 +118,11 @@ const std::vector<FlagSpec>& flag_specs(bool finetune) {
 }
 
 Args make_args(bool finetune) {
-    Args args(finetune ? "finetune" : "train",
-              finetune ? "fine-tune a pretrained model on new classes (new head; optional Back Razor tape); "
-                         "checkpoints, resume, JSONL log and SVG curves in --out"
-                       : "train a model from scratch; checkpoints, resume, JSONL log and SVG curves in --out");
-    for (const auto& f : flag_specs(finetune)) {
-        if (f.boolean) args.boolean(f.name, f.help);
-        else args.flag(f.name, f.value, f.help);
-    }
-    return args;
-}
-
-bool same_value(const std::string& a, const std::string& b) {
-    if (a == b) return true;
-    char *ea = nullptr, *eb = nullptr;
-    const double x = std::strtod(a.c_str(), &ea), y = std::strtod(b.c_str(), &eb);
-    return !a.empty() && !b.empty() && *ea == '\0' && *eb == '\0' && x == y;
+    return make_flag_args(finetune ? "finetune" : "train",
+                          finetune ? "fine-tune a pretrained model on new classes (new head; optional Back Razor "
+                                     "tape); checkpoints, resume, JSONL log and SVG curves in --out"
+                                   : "train a model from scratch; checkpoints, resume, JSONL log and SVG curves in --out",
+                          flag_specs(finetune));
 }
 
 // On --resume: the checkpoint's flags, except those given now that may change; a given flag that may not change
@@ -147,29 +130,10 @@ bool same_value(const std::string& a, const std::string& b) {
 Args reconcile(const Args& given, const std::string& config_json, const std::string& resume, const std::string& root,
                bool finetune) {
     const std::map<std::string, std::string> stored = parse_run_config(config_json, fmt(kCmd, ": ", resume));
-    std::vector<std::string> argv;
-    for (const auto& f : flag_specs(finetune)) {
-        const std::string name = f.name;
-        if (name == "resume") continue;
-        std::string value = stored.count(name) ? stored.at(name) : given.str(name);
-        if (given.given(name)) {
-            if (f.may_change_on_resume) value = given.str(name);
-            else if (!same_value(given.str(name), value))
-                throw Error(fmt(kCmd, ": --", name, " ", given.str(name), " differs from the resumed run's --", name,
-                                " ", value.empty() ? "(empty)" : value,
-                                "; hint: leave the flag out to continue the run as it was, or start a new run "
-                                "with another --out"));
-        } else if (name == "out") {
-            value = root;   // continue writing where the checkpoint is
-        } else if (name == "log" && !given.given("out")) {
-            value = stored.count("log") ? stored.at("log") : "";
-        }
-        argv.push_back(fmt("--", name, "=", value));
-    }
-    argv.push_back(fmt("--resume=", resume));
+    const std::vector<std::string> argv = reconcile_flags(kCmd, flag_specs(finetune), given, config_json, resume, root);
     Args args = make_args(finetune);
     args.parse(argv);
-    if (stored.count("epochs") && !same_value(stored.at("epochs"), args.str("epochs"))) {
+    if (stored.count("epochs") && !same_flag_value(stored.at("epochs"), args.str("epochs"))) {
         const std::string sched = args.str("sched");
         if (sched == "onecycle" || sched == "cosine")
             throw Error(fmt(kCmd, ": --epochs ", args.str("epochs"), " differs from the resumed run's ",
@@ -366,31 +330,6 @@ struct Curves {
     }
 };
 
-// On resume, the log keeps the epochs the checkpoint holds (a later epoch that was logged but never checkpointed is
-// dropped) and the curves are rebuilt from them. A fresh run starts an empty log.
-void prepare_log(const std::string& path, int64_t keep_through_epoch, Curves& curves) {
-    std::string kept;
-    if (keep_through_epoch > 0 && fs::exists(path)) {
-        std::ifstream in(path);
-        std::string line;
-        while (std::getline(in, line)) {
-            if (line.empty()) continue;
-            json j;
-            try {
-                j = json::parse(line);
-            } catch (const json::exception&) {
-                continue;   // a torn last line from a killed run
-            }
-            if (!j.contains("epoch") || j["epoch"].get<int64_t>() > keep_through_epoch) continue;
-            curves.add(j);
-            kept += line + "\n";
-        }
-    }
-    const fs::path parent = fs::path(path).parent_path();
-    if (!parent.empty()) fs::create_directories(parent);
-    write_file_atomic(path, kept);
-}
-
 }  // namespace
 
 int run_train(const std::vector<std::string>& argv) { return run_training(argv, false); }
@@ -506,14 +445,17 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
     // ---- outputs ----
     fs::create_directories(c.out);
     Curves curves;
-    prepare_log(c.log, start_epoch, curves);
+    // On resume the log keeps the epochs the checkpoint holds (a later epoch that was logged but never checkpointed is
+    // dropped) and the curves are rebuilt from them; a fresh run starts an empty log.
+    std::function<bool(const json&)> keep;
+    if (start_epoch > 0)
+        keep = [&](const json& j) { return j.contains("epoch") && j["epoch"].is_number() && j["epoch"] <= start_epoch; };
+    for (const json& j : trim_log(c.log, keep)) curves.add(j);
     std::ofstream log(c.log, std::ios::app);
     if (!log) throw Error(fmt(kCmd, ": cannot open ", c.log, " for writing; hint: check --log / --out"));
     const fs::path log_dir = fs::path(c.log).parent_path();
     const std::string plot_path = ((log_dir.empty() ? fs::path(".") : log_dir) / "curves.svg").string();
-    json config;
-    for (const auto& f : flag_specs(finetune))
-        if (std::string(f.name) != "resume") config[f.name] = args.str(f.name);
+    json config = run_config(flag_specs(finetune), args);
     config["model"] = c.model;   // finetune: resolved from the checkpoint when not given
     std::map<std::string, std::string> model_meta = {
         {"format", "pt"},   // safetensors.torch's marker: plain PyTorch tensors
@@ -638,7 +580,7 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
         std::printf("%s\n", r.line().c_str());
         std::fflush(stdout);
         // last/ is written after everything else of the epoch (log line, best/): a run killed before it resumes from
-        // the previous epoch and redoes this one identically (prepare_log drops the line), where another order would
+        // the previous epoch and redoes this one identically (trim_log drops the line), where another order would
         // lose the epoch's log line or best/ for good.
         const json j = r.to_json();
         log << j.dump() << "\n" << std::flush;

@@ -10,18 +10,19 @@
 namespace razor::apps {
 namespace {
 
-const char* kHint = "hint: resume from a folder razor train wrote";
+const char* kHint = "hint: resume from a folder razor train, finetune or sparse-train wrote";
 
-const Tensor& need(const std::map<std::string, Tensor>& state, const std::string& key, const std::string& where) {
+}  // namespace
+
+const Tensor& state_entry(const std::map<std::string, Tensor>& state, const std::string& key, const std::string& where) {
     auto it = state.find(key);
     if (it == state.end()) throw Error(fmt(where, ": no entry '", key, "'; ", kHint));
     return it->second;
 }
 
-// A one-element i64 entry in [lo, hi].
-int64_t need_i64(const std::map<std::string, Tensor>& state, const std::string& key, const std::string& where,
-                 int64_t lo, int64_t hi) {
-    const Tensor& t = need(state, key, where);
+int64_t state_i64(const std::map<std::string, Tensor>& state, const std::string& key, const std::string& where,
+               int64_t lo, int64_t hi) {
+    const Tensor& t = state_entry(state, key, where);
     if (t.dtype() != DType::I64 || t.numel() != 1)
         throw Error(fmt(where, ": entry '", key, "' must be one i64 value, got ", dtype_name(t.dtype()), " ",
                         shape_str(t.shape()), "; ", kHint));
@@ -31,9 +32,9 @@ int64_t need_i64(const std::map<std::string, Tensor>& state, const std::string& 
     return v;
 }
 
-std::array<uint64_t, 4> need_generator_state(const std::map<std::string, Tensor>& state, const std::string& key,
-                                             const std::string& where) {
-    const Tensor& t = need(state, key, where);
+std::array<uint64_t, 4> state_generator(const std::map<std::string, Tensor>& state, const std::string& key,
+                                        const std::string& where) {
+    const Tensor& t = state_entry(state, key, where);
     if (t.dtype() != DType::I64 || t.numel() != 4)
         throw Error(fmt(where, ": entry '", key, "' must be a generator state (4 x i64), got ", dtype_name(t.dtype()),
                         " ", shape_str(t.shape()), "; ", kHint));
@@ -46,14 +47,12 @@ std::array<uint64_t, 4> need_generator_state(const std::map<std::string, Tensor>
     return s;
 }
 
-std::map<std::string, Tensor> with_prefix(const std::map<std::string, Tensor>& state, const std::string& prefix) {
+std::map<std::string, Tensor> state_with_prefix(const std::map<std::string, Tensor>& state, const std::string& prefix) {
     std::map<std::string, Tensor> out;
     for (const auto& [k, v] : state)
         if (k.rfind(prefix, 0) == 0) out.emplace(k.substr(prefix.size()), v);
     return out;
 }
-
-}  // namespace
 
 std::map<std::string, std::string> parse_run_config(const std::string& json_text, const std::string& where) {
     nlohmann::json stored;
@@ -81,18 +80,18 @@ ResumePoint restore_train_state(const std::map<std::string, Tensor>& state, cons
     // before they change anything.
     constexpr int64_t kMax = int64_t{1} << 53;   // positions beyond this are no real run's
     ResumePoint p;
-    p.epoch = need_i64(state, "epoch", where, 0, kMax);
-    p.step = need_i64(state, "step", where, 0, kMax);
-    p.best_epoch = need_i64(state, "best_epoch", where, 0, p.epoch);
-    p.best_test_acc = optim::unpack_f64(need(state, "best_test_acc", where), where + ": best_test_acc");
+    p.epoch = state_i64(state, "epoch", where, 0, kMax);
+    p.step = state_i64(state, "step", where, 0, kMax);
+    p.best_epoch = state_i64(state, "best_epoch", where, 0, p.epoch);
+    p.best_test_acc = optim::unpack_f64(state_entry(state, "best_test_acc", where), where + ": best_test_acc");
     if (!(p.best_test_acc == -1 || (p.best_test_acc >= 0 && p.best_test_acc <= 1)))
         throw Error(fmt(where, ": entry 'best_test_acc' must be -1 (none yet) or an accuracy in [0, 1], got ",
                         p.best_test_acc, "; ", kHint));
-    const auto rng_default = need_generator_state(state, "rng.default", where);
-    const auto rng_init = need_generator_state(state, "rng.init", where);
+    const auto rng_default = state_generator(state, "rng.default", where);
+    const auto rng_init = state_generator(state, "rng.init", where);
     try {
-        opt.load_state_dict(with_prefix(state, "optimizer."));
-        if (sched) sched->load_state_dict(with_prefix(state, "scheduler."));
+        opt.load_state_dict(state_with_prefix(state, "optimizer."));
+        if (sched) sched->load_state_dict(state_with_prefix(state, "scheduler."));
     } catch (const Error& e) {
         throw Error(fmt(where, ": ", e.what()));
     }

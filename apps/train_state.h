@@ -38,6 +38,19 @@ std::map<std::string, std::string> parse_run_config(const std::string& json_text
 ResumePoint restore_train_state(const std::map<std::string, Tensor>& state, const std::string& where,
                                 optim::Optimizer& opt, optim::LRScheduler* sched, Generator& init_gen);
 
+// The checked per-entry readers restore_train_state is made of, for the commands that keep more in their train state
+// (razor sparse-train: s, two optimizers, the chosen subnetwork). Each throws razor::Error naming `where`, the entry,
+// what was expected and what was found.
+const Tensor& state_entry(const std::map<std::string, Tensor>& state, const std::string& key, const std::string& where);
+// A one-element i64 entry in [lo, hi].
+int64_t state_i64(const std::map<std::string, Tensor>& state, const std::string& key, const std::string& where,
+                  int64_t lo, int64_t hi);
+// A generator state (4 x i64, not all zero).
+std::array<uint64_t, 4> state_generator(const std::map<std::string, Tensor>& state, const std::string& key,
+                                        const std::string& where);
+// The entries whose key starts with `prefix`, with the prefix removed ("optimizer." -> what load_state_dict takes).
+std::map<std::string, Tensor> state_with_prefix(const std::map<std::string, Tensor>& state, const std::string& prefix);
+
 // The inverse of restore_train_state's per-entry readers, used when writing: a generator state as 4 x i64, an i64
 // scalar.
 Tensor pack_generator_state(const std::array<uint64_t, 4>& s);

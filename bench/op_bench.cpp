@@ -5,6 +5,10 @@
 // the gradients dropped (zero_grad) before each run, outside the timed region.
 //
 //   razor_op_bench [--threads N] [--reps R] [--warmup W]   razor alone: a markdown table on stdout
+//   razor_op_bench --sgemm S [--threads N] [--reps R]      one (S, S) x (S, S) float32 product through razor's gemm
+//                                                          (core/gemm.h), R timed after one warm-up: one JSON line
+//                                                          {"n", "threads", "ms", "gflops"} (median); bench/vs_torch.py
+//                                                          takes it as the machine's sgemm peak
 //   razor_op_bench --serve [--threads N]                   driven by bench/op_bench.py over stdin/stdout:
 //       list        one line per case: id kind N C H W OC K stride pad x_grad (conv) | id kind M in out (linear),
 //                   then "end"
@@ -23,6 +27,7 @@
 #include <vector>
 
 #include "core/core.h"
+#include "core/gemm.h"
 
 using namespace razor;
 
@@ -168,24 +173,46 @@ int serve() {
     return 0;
 }
 
+// The sgemm peak: C = A B with A, B (S, S), 2 S^3 FLOPs per product; prints the median of `reps` products.
+int sgemm(int64_t S, int reps) {
+    Generator gen(1);
+    const Tensor A = Tensor::randn({S, S}, gen), B = Tensor::randn({S, S}, gen);
+    Tensor C = Tensor::empty({S, S});
+    auto once = [&] {
+        const auto start = std::chrono::steady_clock::now();
+        gemm(false, false, S, S, S, 1.0f, A.f32(), S, B.f32(), S, 0.0f, C.f32(), S);
+        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    };
+    once();   // warm-up: first touch of C, thread start-up
+    std::vector<double> ms;
+    for (int i = 0; i < reps; ++i) ms.push_back(once());
+    const double m = median(ms);
+    std::printf("{\"n\": %lld, \"threads\": %d, \"ms\": %.4f, \"gflops\": %.3f}\n", static_cast<long long>(S),
+                num_threads(), m, 2.0 * S * S * S / m / 1e6);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     int threads = 2, reps = 7, warmup = 2;
     bool serve_mode = false;
+    int64_t sgemm_size = 0;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--serve") serve_mode = true;
+        else if (a == "--sgemm" && i + 1 < argc) sgemm_size = std::max(1, std::atoi(argv[++i]));
         else if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
         else if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
         else if (a == "--warmup" && i + 1 < argc) warmup = std::max(0, std::atoi(argv[++i]));
         else {
-            std::fprintf(stderr, "usage: razor_op_bench [--serve] [--threads N] [--reps R] [--warmup W]\n");
+            std::fprintf(stderr, "usage: razor_op_bench [--serve | --sgemm S] [--threads N] [--reps R] [--warmup W]\n");
             return 2;
         }
     }
     set_num_threads(threads);
     if (serve_mode) return serve();
+    if (sgemm_size > 0) return sgemm(sgemm_size, reps);
 
     std::printf("%s\n\n| op | shape | fwd+bwd ms (median of %d) | GFLOP/s (3x fwd FLOPs) |\n|---|---|---:|---:|\n",
                 runtime_banner().c_str(), reps);

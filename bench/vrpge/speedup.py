@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """bench/vrpge/speedup.py -- VR-PGE iteration vs dense iteration, measured in one run with `razor bench`.
 
 For each model: the dense training step (razor bench) and the VR-PGE phase-A iteration at each keep ratio
@@ -10,20 +10,20 @@ usage: python3 bench/vrpge/speedup.py [--razor build/razor] [--models resnet32x2
                                       [--batch 128] [--threads 2] [--steps 3] [--warmup 1] [--align 0]
 """
 import argparse
-import json
-import subprocess
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import stepbench  # noqa: E402  (bench/stepbench.py: the razor bench runner the step benchmarks share)
 
 
 def bench(razor, model, extra, a):
-    cmd = [razor, "bench", "--model", model, "--batch", str(a.batch), "--threads", str(a.threads),
-           "--steps", str(a.steps), "--warmup", str(a.warmup), "--json"] + extra
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return stepbench.razor_step(razor, model, a.batch, a.threads, a.steps, a.warmup, extra)
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--razor", default="build/razor")
+    p.add_argument("--razor", default=stepbench.RAZOR)
     p.add_argument("--models", default="resnet32x2,vgg19_bn")
     p.add_argument("--keeps", default="0.5,0.3")
     p.add_argument("--batch", type=int, default=128)
@@ -32,6 +32,7 @@ def main():
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--align", type=int, default=0)
     a = p.parse_args()
+    stepbench.need_razor(a.razor)
     print(f"batch {a.batch}, {a.threads} threads, median of {a.steps} steps after {a.warmup} warm-up"
           + (f", --align {a.align} (changes the algorithm)" if a.align else ""))
     print()

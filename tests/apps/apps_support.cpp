@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -92,6 +93,17 @@ std::vector<nlohmann::json> read_jsonl(const std::string& path) {
     while (std::getline(in, line))
         if (!line.empty()) lines.push_back(nlohmann::json::parse(line));
     return lines;
+}
+
+bool same_tensors(const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b) {
+    if (a.size() != b.size()) return false;
+    for (const auto& [k, t] : a) {
+        auto it = b.find(k);
+        if (it == b.end() || it->second.shape() != t.shape() || it->second.dtype() != t.dtype()) return false;
+        const Tensor x = t.contiguous(), y = it->second.contiguous();
+        if (x.nbytes() && std::memcmp(x.storage()->data, y.storage()->data, x.nbytes()) != 0) return false;
+    }
+    return true;
 }
 
 }  // namespace razor::test

@@ -3,9 +3,12 @@
 #pragma once
 
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "core/tensor.h"
 
 #include "data/test_support.h"   // TempDir
 
@@ -22,6 +25,9 @@ std::string capture_stdout(F&& fn);
 
 // The JSON objects of a JSONL file (a run's log.jsonl), one per non-empty line.
 std::vector<nlohmann::json> read_jsonl(const std::string& path);
+
+// Whether two state dicts hold the same keys with the same shapes, dtypes and bytes (bit for bit).
+bool same_tensors(const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b);
 
 // Calls `command`(args) (run_train, run_eval, ...) and restores the OpenMP thread count it may change.
 int run_command(int (*command)(const std::vector<std::string>&), const std::vector<std::string>& args);

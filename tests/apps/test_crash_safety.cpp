@@ -4,7 +4,8 @@
 //   * ENOSPC / EACCES / EIO injected into write_file_atomic leave the previous checkpoint untouched, with a clear
 //     error;
 //   * razor train SIGKILLed at random moments and resumed each time logs the same losses, bit for bit, as a run that
-//     was never interrupted, and ends with bit-identical weights (fast: 4 kills; slow: 30).
+//     was never interrupted, and ends with bit-identical weights (fast: 4 kills; slow: 30); the same for razor
+//     sparse-train across both phases (fast: 3 kills; slow: 20).
 // docs/reliability.md "Crash safety".
 #include <doctest/doctest.h>
 
@@ -18,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -32,17 +34,6 @@ using doctest::Contains;
 namespace fs = std::filesystem;
 
 namespace {
-
-bool same_tensors(const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b) {
-    if (a.size() != b.size()) return false;
-    for (const auto& [k, t] : a) {
-        auto it = b.find(k);
-        if (it == b.end() || it->second.shape() != t.shape() || it->second.dtype() != t.dtype()) return false;
-        const Tensor x = t.contiguous(), y = it->second.contiguous();
-        if (x.nbytes() && std::memcmp(x.storage()->data, y.storage()->data, x.nbytes()) != 0) return false;
-    }
-    return true;
-}
 
 // State i: resnet20 weights from seed i (1.1 MB) and a train state with a momentum-sized buffer and the epoch.
 apps::Checkpoint make_state(int i) {
@@ -109,8 +100,8 @@ int kill_writer_repeatedly(int kills, uint64_t seed) {
         const int e = std::stoi(got.model_metadata.at("epoch"));
         REQUIRE(e >= 0);
         REQUIRE(e < 4);
-        CHECK(same_tensors(got.model, states[static_cast<size_t>(e)].model));
-        CHECK(same_tensors(got.train_state, states[static_cast<size_t>(e)].train_state));
+        CHECK(test::same_tensors(got.model, states[static_cast<size_t>(e)].model));
+        CHECK(test::same_tensors(got.train_state, states[static_cast<size_t>(e)].train_state));
         CHECK(got.train_metadata.at("epoch") == fmt(e));
         seen.insert(got.model_metadata.at("epoch"));
     }
@@ -172,14 +163,14 @@ TEST_CASE("crash safety: ENOSPC, EACCES and EIO while saving leave the previous 
         CHECK(message.find("the previous checkpoint, is untouched") != std::string::npos);
         const apps::Checkpoint got = apps::load_checkpoint(root);
         CHECK(got.folder == root + "/last");
-        CHECK(same_tensors(got.model, a.model));
-        CHECK(same_tensors(got.train_state, a.train_state));
+        CHECK(test::same_tensors(got.model, a.model));
+        CHECK(test::same_tensors(got.train_state, a.train_state));
         CHECK(read_file(root + "/last/" + apps::kModelFile) == model_bytes);
         for (const auto& e : fs::directory_iterator(root)) CHECK(e.path().filename() == "last");   // no leftovers
     }
     // with the fault gone, the save goes through
     apps::save_checkpoint(root, "last", b);
-    CHECK(same_tensors(apps::load_checkpoint(root).model, b.model));
+    CHECK(test::same_tensors(apps::load_checkpoint(root).model, b.model));
 }
 
 #ifdef RAZOR_CLI
@@ -207,27 +198,30 @@ int wait_exit_code(pid_t pid) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
 }
 
-// Runs razor train once uninterrupted (a), then, in episodes until `kills` SIGKILLs have landed, runs the same
+// A command to kill and resume: its flags for a fresh run into `out`, its resume flags, and the check that two log
+// lines (uninterrupted, resumed) are the same.
+struct KillResumeCase {
+    std::string command;                                                   // "train", "sparse-train"
+    std::function<std::vector<std::string>(const std::string& out)> flags;
+    std::vector<std::string> resume_flags;                                  // after "--resume OUT"
+    std::function<void(const nlohmann::json& a, const nlohmann::json& b)> same_line;
+};
+
+// Runs the command once uninterrupted (a), then, in episodes until `kills` SIGKILLs have landed, runs the same
 // training in b from scratch, killing it at a random moment and resuming it until it completes; after each episode
-// b's per-epoch log and final checkpoint must equal a's bit for bit.
-void kill_and_resume(int kills, uint64_t seed) {
-    test::TempDir tmp(fmt("kill_resume_", seed));
-    const std::string d = tmp / "cifar";
-    test::write_fake_cifar10(d, 8, 10);
-    const std::string a = tmp / "a", b = tmp / "b";
-    // lenet5 on 40 images, batch 4, 3 steps per epoch, 8 epochs (checkpoint writes are a good part of the run), one
-    // thread (the deterministic mode; docs/reliability.md).
-    auto flags = [&](const std::string& out) {
-        return std::vector<std::string>{"train", "--model", "lenet5", "--data", d, "--out", out, "--batch", "4",
-                                        "--epochs", "8", "--steps-per-epoch", "3", "--threads", "1", "--workers", "1",
-                                        "--lr", "0.05", "--eval-batch", "5"};
+// b's log and final checkpoint must equal a's bit for bit.
+void kill_and_resume(const KillResumeCase& k, int kills, uint64_t seed, const std::string& tmp_dir) {
+    const std::string a = tmp_dir + "/a", b = tmp_dir + "/b";
+    auto fresh = [&](const std::string& out) {
+        std::vector<std::string> args{k.command};
+        for (const auto& f : k.flags(out)) args.push_back(f);
+        return args;
     };
     const auto t0 = std::chrono::steady_clock::now();
-    REQUIRE(wait_exit_code(spawn_razor(flags(a), tmp / "a.txt")) == 0);
+    REQUIRE(wait_exit_code(spawn_razor(fresh(a), tmp_dir + "/a.txt")) == 0);
     const int64_t span_us =
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
     const auto la = test::read_jsonl(a + "/log.jsonl");
-    REQUIRE(la.size() == 8);
     const apps::Checkpoint ca = apps::load_checkpoint(a);
 
     Generator gen(seed);
@@ -238,16 +232,21 @@ void kill_and_resume(int kills, uint64_t seed) {
         bool done = false;
         for (int attempt = 0; !done && attempt < 200; ++attempt) {
             const bool resume = fs::exists(b + "/last") || fs::exists(b + "/last.old");
-            std::vector<std::string> args = flags(b);
-            if (resume) args = {"train", "--resume", b, "--threads", "1"}, ++resumed;
-            else args.push_back("--overwrite");
-            const pid_t pid = spawn_razor(args, tmp / "b.txt");
+            std::vector<std::string> args = fresh(b);
+            if (resume) {
+                args = {k.command, "--resume", b};
+                args.insert(args.end(), k.resume_flags.begin(), k.resume_flags.end());
+                ++resumed;
+            } else {
+                args.push_back("--overwrite");
+            }
+            const pid_t pid = spawn_razor(args, tmp_dir + "/b.txt");
             // up to half an uninterrupted run: a few kills per episode, each attempt still making progress
             std::this_thread::sleep_for(std::chrono::microseconds(gen.randint(static_cast<uint64_t>(span_us / 2))));
             ::kill(pid, SIGKILL);
             const int code = wait_exit_code(pid);
             if (code != -SIGKILL) {
-                REQUIRE_MESSAGE(code == 0, "razor train failed; see ", tmp / "b.txt");
+                REQUIRE_MESSAGE(code == 0, "razor ", k.command, " failed; see ", tmp_dir, "/b.txt");
                 done = true;
                 continue;
             }
@@ -263,34 +262,85 @@ void kill_and_resume(int kills, uint64_t seed) {
             // whatever the moment, a checkpoint present is loadable
             if (fs::exists(b + "/last") || fs::exists(b + "/last.old")) CHECK_NOTHROW(apps::load_checkpoint(b));
         }
-        REQUIRE_MESSAGE(done, "razor train did not complete in 200 attempts");
+        REQUIRE_MESSAGE(done, "razor ", k.command, " did not complete in 200 attempts");
 
         const auto lb = test::read_jsonl(b + "/log.jsonl");
         REQUIRE(lb.size() == la.size());
         for (size_t i = 0; i < la.size(); ++i) {
-            INFO("episode ", episodes, ", epoch ", i + 1);
-            CHECK(lb[i]["epoch"] == la[i]["epoch"]);
-            CHECK(lb[i]["loss"].get<double>() == la[i]["loss"].get<double>());   // bit for bit (JSON keeps 17 digits)
-            CHECK(lb[i]["train_acc"].get<double>() == la[i]["train_acc"].get<double>());
-            CHECK(lb[i]["test_loss"].get<double>() == la[i]["test_loss"].get<double>());
-            CHECK(lb[i]["lr"].get<double>() == la[i]["lr"].get<double>());
+            INFO("episode ", episodes, ", log line ", i + 1);
+            k.same_line(la[i], lb[i]);
         }
         const apps::Checkpoint cb = apps::load_checkpoint(b);
-        CHECK(same_tensors(ca.model, cb.model));
-        CHECK(same_tensors(ca.train_state, cb.train_state));
+        CHECK(test::same_tensors(ca.model, cb.model));
+        CHECK(test::same_tensors(ca.train_state, cb.train_state));
     }
-    MESSAGE(killed, " SIGKILLs of razor train (", during_write, " while writing a file) in ", episodes, " runs, ",
-            resumed, " resumes; an uninterrupted run takes ", span_us / 1000, " ms; every run's log and final "
-            "checkpoint bit-identical to the uninterrupted run's");
+    MESSAGE(killed, " SIGKILLs of razor ", k.command, " (", during_write, " while writing a file) in ", episodes,
+            " runs, ", resumed, " resumes; an uninterrupted run takes ", span_us / 1000, " ms; every run's log and "
+            "final checkpoint bit-identical to the uninterrupted run's");
+}
+
+// razor train: lenet5 on 40 images, batch 4, 3 steps per epoch, 8 epochs (checkpoint writes are a good part of the
+// run), one thread (the deterministic mode; docs/reliability.md).
+void kill_and_resume_train(int kills, uint64_t seed) {
+    test::TempDir tmp(fmt("kill_resume_", seed));
+    const std::string d = tmp / "cifar";
+    test::write_fake_cifar10(d, 8, 10);
+    KillResumeCase k;
+    k.command = "train";
+    k.flags = [&](const std::string& out) {
+        return std::vector<std::string>{"--model", "lenet5", "--data", d, "--out", out, "--batch", "4",
+                                        "--epochs", "8", "--steps-per-epoch", "3", "--threads", "1", "--workers", "1",
+                                        "--lr", "0.05", "--eval-batch", "5"};
+    };
+    k.resume_flags = {"--threads", "1"};
+    k.same_line = [](const nlohmann::json& a, const nlohmann::json& b) {
+        CHECK(b["epoch"] == a["epoch"]);
+        CHECK(b["loss"].get<double>() == a["loss"].get<double>());   // bit for bit (JSON keeps 17 digits)
+        CHECK(b["train_acc"].get<double>() == a["train_acc"].get<double>());
+        CHECK(b["test_loss"].get<double>() == a["test_loss"].get<double>());
+        CHECK(b["lr"].get<double>() == a["lr"].get<double>());
+    };
+    kill_and_resume(k, kills, seed, tmp.path());
+}
+
+// razor sparse-train: resnet20 on 40 images, batch 8, 2 phase-A epochs and 2 fine-tune epochs of 2 steps, 2
+// candidates, one thread. Kills land in phase A, in the selection and in the fine-tune.
+void kill_and_resume_sparse(int kills, uint64_t seed) {
+    test::TempDir tmp(fmt("kill_resume_sparse_", seed));
+    const std::string d = tmp / "cifar";
+    test::write_fake_cifar10(d, 8, 10);
+    KillResumeCase k;
+    k.command = "sparse-train";
+    k.flags = [&](const std::string& out) {
+        return std::vector<std::string>{"--model", "resnet20", "--data", d, "--out", out, "--batch", "8", "--keep",
+                                        "0.5", "--epochs", "2", "--finetune-epochs", "2", "--steps-per-epoch", "2",
+                                        "--candidates", "2", "--select-batches", "1", "--threads", "1", "--workers",
+                                        "1", "--eval-batch", "10"};
+    };
+    k.resume_flags = {"--threads", "1"};
+    k.same_line = [](nlohmann::json a, nlohmann::json b) {
+        for (const char* t : {"seconds", "img_per_s"}) a.erase(t), b.erase(t);   // wall-clock fields
+        CHECK_MESSAGE(a == b, a.dump(), "\n", b.dump());
+    };
+    kill_and_resume(k, kills, seed, tmp.path());
 }
 
 }  // namespace
 
 TEST_CASE("crash safety: razor train SIGKILLed at random moments and resumed reproduces the losses bit for bit") {
-    kill_and_resume(4, 1);
+    kill_and_resume_train(4, 1);
 }
 
 TEST_CASE("crash safety: razor train, 30 SIGKILLs and resumes" * doctest::test_suite("slow")) {
-    kill_and_resume(30, 2);
+    kill_and_resume_train(30, 2);
+}
+
+TEST_CASE("crash safety: razor sparse-train SIGKILLed at random moments in phase A, the selection or phase B and "
+          "resumed reproduces its log and checkpoint bit for bit") {
+    kill_and_resume_sparse(3, 3);
+}
+
+TEST_CASE("crash safety: razor sparse-train, 20 SIGKILLs and resumes" * doctest::test_suite("slow")) {
+    kill_and_resume_sparse(20, 4);
 }
 #endif

@@ -1,6 +1,7 @@
 // tests/apps/test_sparse_train.cpp -- VR-PGE on real models: one phase-A iteration with compact execution
 // (apps/vrpge_common.h) against the dense masked reference; razor sparse-train end to end on a tiny fake CIFAR-10
-// (phase A, selection, fine-tune, export, razor eval and a strict razor load of the export); razor bench --keep.
+// (phase A, selection, fine-tune, export, razor eval and a strict razor load of the export); --resume in either phase
+// against an uninterrupted run; razor bench --keep.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -23,6 +24,13 @@ using json = nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
+
+// A log's entries without the wall-clock fields (seconds, img/s), which no two runs share.
+std::vector<json> without_timing(std::vector<json> log) {
+    for (json& j : log)
+        for (const char* k : {"seconds", "img_per_s"}) j.erase(k);
+    return log;
+}
 
 }  // namespace
 
@@ -155,6 +163,77 @@ TEST_CASE("razor sparse-train: phase A, selection, fine-tune, export; razor eval
                          Contains("--keep must be in (0, 1]"), Error);
     CHECK_THROWS_WITH_AS(test::run_command(apps::run_sparse_train, {"--data", d, "--model", "mlp", "--out", out + "_m"}),
                          Contains("cannot run compact channel subsets"), Error);
+}
+
+TEST_CASE("razor sparse-train --resume: stopped in phase A, at the end of phase A and in phase B, the resumed run's "
+          "log, checkpoint and export equal an uninterrupted run's bit for bit") {
+    test::TempDir tmp("sparse_resume");
+    const std::string d = tmp / "cifar";
+    test::write_fake_cifar10(d, 8, 20);
+    // 3 phase-A epochs and 2 fine-tune epochs of 2 steps: positions 1-3 are phase A, 4-5 the fine-tune.
+    auto flags = [&](const std::string& out) {
+        return std::vector<std::string>{"--model", "resnet20", "--data", d, "--out", out, "--keep", "0.5",
+                                        "--epochs", "3", "--batch", "8", "--steps-per-epoch", "2",
+                                        "--finetune-epochs", "2", "--candidates", "2", "--select-batches", "2",
+                                        "--threads", "1", "--eval-batch", "10", "--workers", "1"};
+    };
+    auto run = [&](std::vector<std::string> args) {
+        int code = -1;
+        const std::string text = test::capture_stdout([&] { code = test::run_command(apps::run_sparse_train, args); });
+        REQUIRE_MESSAGE(code == 0, text);
+        return text;
+    };
+    auto stop_after = [&](const std::string& out, int e) {
+        auto f = flags(out);
+        f.insert(f.end(), {"--stop-after", std::to_string(e)});
+        return f;
+    };
+    const std::string a = tmp / "a";
+    run(flags(a));
+    const auto la = without_timing(test::read_jsonl(a + "/log.jsonl"));
+    REQUIRE(la.size() == 3 + 2 + 2 + 1);   // A epochs, candidates, fine-tune epochs, export
+    const apps::Checkpoint ca = apps::load_checkpoint(a);
+    CHECK(ca.train_metadata.at("phase") == "B");
+    const auto sub_a = load_safetensors(a + "/subnet/model.safetensors").tensors;
+
+    // b: stopped after A epoch 1, resumed and stopped after fine-tune epoch 1, resumed to the end.
+    // c: stopped at the end of phase A (before the selection), resumed to the end.
+    const std::string b = tmp / "b", c = tmp / "c";
+    CHECK(run(stop_after(b, 1)).find("stopped after epoch 1 of 5") != std::string::npos);
+    CHECK(test::read_jsonl(b + "/log.jsonl").size() == 1);
+    CHECK(apps::load_checkpoint(b).train_metadata.at("phase") == "A");
+    CHECK_FALSE(fs::exists(b + "/subnet"));
+    const std::string resumed = run({"--resume", b, "--threads", "1", "--stop-after", "4"});
+    CHECK_MESSAGE(resumed.find("resume") != std::string::npos, resumed);
+    CHECK(apps::load_checkpoint(b).train_metadata.at("phase") == "B");
+    CHECK(test::read_jsonl(b + "/log.jsonl").size() == 3 + 2 + 1);
+    run({"--resume", b, "--threads", "1"});
+    run(stop_after(c, 3));
+    CHECK(test::read_jsonl(c + "/log.jsonl").size() == 3);
+    run({"--resume", c, "--threads", "1"});
+
+    for (const std::string& out : {b, c}) {
+        INFO(out);
+        const auto lo = without_timing(test::read_jsonl(out + "/log.jsonl"));
+        REQUIRE(lo.size() == la.size());
+        for (size_t i = 0; i < la.size(); ++i) CHECK_MESSAGE(lo[i] == la[i], lo[i].dump(), "\n", la[i].dump());
+        const apps::Checkpoint co = apps::load_checkpoint(out);
+        CHECK(test::same_tensors(ca.model, co.model));
+        CHECK(test::same_tensors(ca.train_state, co.train_state));
+        CHECK(test::same_tensors(sub_a, load_safetensors(out + "/subnet/model.safetensors").tensors));
+    }
+
+    // a flag that changes the computation must match the checkpoint's; another command's run is refused
+    CHECK_THROWS_WITH_AS(test::run_command(apps::run_sparse_train, {"--resume", b, "--keep", "0.3"}),
+                         Contains("--keep 0.3 differs from the resumed run's --keep 0.5"), Error);
+    const std::string t = tmp / "t";
+    test::capture_stdout([&] {
+        test::run_command(apps::run_train, {"--model", "lenet5", "--data", d, "--out", t, "--epochs", "1", "--batch",
+                                            "8", "--steps-per-epoch", "1", "--sched", "none", "--threads", "1",
+                                            "--eval-batch", "10"});
+    });
+    CHECK_THROWS_WITH_AS(test::run_command(apps::run_sparse_train, {"--resume", t}),
+                         Contains("was not written by razor sparse-train"), Error);
 }
 
 TEST_CASE("razor bench --keep: the VR-PGE iteration with the dense bench's fields") {

@@ -1,0 +1,92 @@
+// apps/resume.cpp -- see resume.h.
+#include "apps/resume.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "apps/train_state.h"
+#include "core/check.h"
+#include "core/safetensors.h"
+
+namespace razor::apps {
+namespace fs = std::filesystem;
+
+Args make_flag_args(const std::string& command, const std::string& summary, const std::vector<FlagSpec>& specs) {
+    Args args(command, summary);
+    for (const auto& f : specs) {
+        if (f.boolean) args.boolean(f.name, f.help);
+        else args.flag(f.name, f.value, f.help);
+    }
+    return args;
+}
+
+nlohmann::json run_config(const std::vector<FlagSpec>& specs, const Args& args) {
+    nlohmann::json config = nlohmann::json::object();
+    for (const auto& f : specs)
+        if (std::string(f.name) != "resume") config[f.name] = args.str(f.name);
+    return config;
+}
+
+bool same_flag_value(const std::string& a, const std::string& b) {
+    if (a == b) return true;
+    char *ea = nullptr, *eb = nullptr;
+    const double x = std::strtod(a.c_str(), &ea), y = std::strtod(b.c_str(), &eb);
+    return !a.empty() && !b.empty() && *ea == '\0' && *eb == '\0' && x == y;
+}
+
+std::vector<std::string> reconcile_flags(const std::string& command, const std::vector<FlagSpec>& specs,
+                                         const Args& given, const std::string& config_json,
+                                         const std::string& resume, const std::string& root) {
+    const std::map<std::string, std::string> stored = parse_run_config(config_json, fmt(command, ": ", resume));
+    std::vector<std::string> argv;
+    for (const auto& f : specs) {
+        const std::string name = f.name;
+        if (name == "resume") continue;
+        std::string value = stored.count(name) ? stored.at(name) : given.str(name);
+        if (given.given(name)) {
+            if (f.may_change_on_resume) value = given.str(name);
+            else if (!same_flag_value(given.str(name), value))
+                throw Error(fmt(command, ": --", name, " ", given.str(name), " differs from the resumed run's --", name,
+                                " ", value.empty() ? "(empty)" : value,
+                                "; hint: leave the flag out to continue the run as it was, or start a new run "
+                                "with another --out"));
+        } else if (name == "out") {
+            value = root;   // continue writing where the checkpoint is
+        } else if (name == "log" && !given.given("out")) {
+            value = stored.count("log") ? stored.at("log") : "";
+        }
+        argv.push_back(fmt("--", name, "=", value));
+    }
+    argv.push_back(fmt("--resume=", resume));
+    return argv;
+}
+
+std::vector<nlohmann::json> trim_log(const std::string& path,
+                                     const std::function<bool(const nlohmann::json&)>& keep) {
+    std::vector<nlohmann::json> kept;
+    std::string text;
+    if (keep && fs::exists(path)) {
+        std::ifstream in(path);
+        std::string line;
+        while (std::getline(in, line)) {
+            if (line.empty()) continue;
+            nlohmann::json j;
+            try {
+                j = nlohmann::json::parse(line);
+            } catch (const nlohmann::json::exception&) {
+                continue;   // a torn last line from a killed run
+            }
+            if (!j.is_object() || !keep(j)) continue;
+            kept.push_back(j);
+            text += line + "\n";
+        }
+    }
+    const fs::path parent = fs::path(path).parent_path();
+    if (!parent.empty()) fs::create_directories(parent);
+    write_file_atomic(path, text);
+    return kept;
+}
+
+}  // namespace razor::apps

@@ -1,0 +1,48 @@
+// apps/resume.h -- what the commands that continue a killed or stopped run share (razor train, finetune and
+// sparse-train --resume): a flag table that says which flags may change on resume, reconciling the flags given now
+// with the ones the checkpoint recorded, and trimming the JSONL log back to what the checkpoint holds.
+//
+// reference: a PyTorch script's resume block (args from the checkpoint, then the log truncated to the saved epoch).
+// docs: docs/cli.md "Checkpoints", docs/reliability.md. The checkpoint files themselves: apps/checkpoint.h (atomic
+// writes) and apps/train_state.h (checked readers).
+#pragma once
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "apps/args.h"
+
+namespace razor::apps {
+
+struct FlagSpec {
+    const char* name;
+    const char* value;   // default
+    const char* help;
+    bool boolean = false;
+    bool may_change_on_resume = false;   // does not change the computation (paths, threads, logging, stopping)
+};
+
+// The Args of `command` with every flag of `specs`, in order.
+Args make_flag_args(const std::string& command, const std::string& summary, const std::vector<FlagSpec>& specs);
+
+// The run's flags as metadata "config": every flag of `specs` but "resume", as strings.
+nlohmann::json run_config(const std::vector<FlagSpec>& specs, const Args& args);
+
+// On --resume: the argv to parse again -- the checkpoint's flags (config_json, metadata "config"), except those given
+// now that may change; --out is the folder the checkpoint lies in (`root`), --resume=resume is kept. A given flag that
+// may not change must equal the stored one (numbers compared by value: 0.10 == 0.1), else razor::Error names both
+// values and a hint. `command` prefixes errors ("razor train").
+std::vector<std::string> reconcile_flags(const std::string& command, const std::vector<FlagSpec>& specs,
+                                         const Args& given, const std::string& config_json,
+                                         const std::string& resume, const std::string& root);
+
+// Whether two flag values are the same: equal strings, or the same number.
+bool same_flag_value(const std::string& a, const std::string& b);
+
+// Rewrites the JSONL log at `path` (atomically) keeping only the entries `keep` accepts, in order, and returns them;
+// `keep` empty (a fresh run) leaves an empty log. Unparsable lines (a torn last line of a killed run) are dropped.
+std::vector<nlohmann::json> trim_log(const std::string& path, const std::function<bool(const nlohmann::json&)>& keep);
+
+}  // namespace razor::apps

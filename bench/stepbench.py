@@ -1,0 +1,214 @@
+#!/usr/bin/python3
+"""bench/stepbench.py -- what the training-step benchmarks share: razor's step, PyTorch's step, the machine line.
+
+Used by bench/vs_torch.py (razor vs PyTorch, docs/benchmarks.md), bench/backrazor/compare.py (Back Razor tape vs
+dense, docs/back-razor.md) and bench/vrpge/speedup.py (VR-PGE iteration vs dense, docs/vr-pge.md).
+
+  razor_step(...)   runs `razor bench --json` in a fresh process and returns its JSON line (step_ms is the median of
+                    --steps timed steps after --warmup untimed ones; see apps/bench.cpp)
+  torch_step(...)   runs the same step in PyTorch in a fresh process (this file with --torch-worker) and returns a
+                    JSON line with the same fields: the model twin from scripts/fixtures/ops_models.py (razor's key
+                    names and shapes), N(0, 1) images of (batch, 3, 32, 32), uniform labels,
+                    zero_grad(set_to_none) + cross_entropy + backward + SGD(lr 0.01, momentum 0.9, Nesterov,
+                    weight decay 5e-4): exactly what `razor bench` times
+  torch_sgemm_cmd   torch.mm of two (S, S) float32 matrices, for the sgemm peak (bench/vs_torch.py)
+  machine_line(...) the CPU model, hardware threads, load averages, PyTorch version and razor's build banner
+
+Every step runs in its own process so one side's allocator state, OpenMP thread pool or page cache never helps the
+other; the callers alternate the two sides so both see the same background load.
+"""
+import argparse
+import json
+import os
+import platform
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+RAZOR = os.path.join(ROOT, "build", "razor")
+MiB = 1024.0 * 1024.0
+# the optimizer razor bench uses (apps/bench.cpp); torch_worker builds the same
+SGD = dict(lr=0.01, momentum=0.9, weight_decay=5e-4, nesterov=True)
+SGD_TEXT = "SGD (lr 0.01, momentum 0.9, Nesterov, weight decay 5e-4)"
+
+
+def run_json(cmd, what=None):
+    """Runs cmd, returns the JSON object on its last stdout line; exits naming the command on failure."""
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"{what or os.path.basename(sys.argv[0])}: {' '.join(cmd)} failed ({out.returncode}):\n"
+                 f"{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def need_razor(razor):
+    if not os.path.exists(razor):
+        sys.exit(f"{razor} not found; build it first (cmake --build build --target razor)")
+
+
+def razor_cmd(razor, model, batch, threads, steps, warmup, extra=()):
+    return [razor, "bench", "--json", "--model", model, "--batch", str(batch), "--threads", str(threads),
+            "--steps", str(steps), "--warmup", str(warmup)] + list(extra)
+
+
+def razor_step(razor, model, batch, threads, steps, warmup, extra=()):
+    """razor bench --json for one model (extra: --razor R --razor-values V, --keep K, ...)."""
+    return run_json(razor_cmd(razor, model, batch, threads, steps, warmup, extra))
+
+
+def torch_cmd(model, batch, threads, steps, warmup, seed=0):
+    return [sys.executable, os.path.abspath(__file__), "--torch-worker", "--model", model, "--batch", str(batch),
+            "--threads", str(threads), "--steps", str(steps), "--warmup", str(warmup), "--seed", str(seed)]
+
+
+def torch_step(model, batch, threads, steps, warmup, seed=0):
+    """The same step in PyTorch, in a fresh process."""
+    return run_json(torch_cmd(model, batch, threads, steps, warmup, seed))
+
+
+def torch_sgemm_cmd(size, threads, reps):
+    return [sys.executable, os.path.abspath(__file__), "--torch-sgemm", str(size), "--threads", str(threads),
+            "--steps", str(reps)]
+
+
+def razor_banner(razor, threads):
+    """razor's start-up banner (build type, OpenMP threads, ISA): the first line of a tiny non-JSON bench."""
+    out = subprocess.run([razor, "bench", "--model", "mlp", "--batch", "2", "--steps", "1", "--warmup", "0",
+                          "--threads", str(threads)], capture_output=True, text=True)
+    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else "?"
+
+
+def cpu_model():
+    try:
+        for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
+            if line.startswith("Model name:"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def load_average():
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+
+
+def machine_line(threads, load_start, load_end, torch_version, banner):
+    return (f"Machine: {cpu_model()}, {os.cpu_count()} hardware threads, {threads} threads used by each side; "
+            f"load average (1 min) {load_start:.2f} at the start and {load_end:.2f} at the end. "
+            f"PyTorch {torch_version}. razor: {banner}")
+
+
+def median(values):
+    return statistics.median(values)
+
+
+def write_between_markers(path, key, text):
+    """Replaces the block between <!-- KEY begin --> and <!-- KEY end --> in path (appends it if absent), atomically."""
+    begin, end = f"<!-- {key} begin -->", f"<!-- {key} end -->"
+    doc = open(path).read() if os.path.exists(path) else ""
+    block = f"{begin}\n{text}\n{end}"
+    if begin in doc and end in doc:
+        doc = re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda _: block, doc, flags=re.S)
+    else:
+        doc = doc.rstrip("\n") + ("\n\n" if doc else "") + block + "\n"
+    with open(path + ".tmp", "w") as f:
+        f.write(doc)
+    os.replace(path + ".tmp", path)
+
+
+def torch_worker(args):
+    """One PyTorch step benchmark in this process; prints one JSON line with razor bench's fields."""
+    import torch
+    import torch.nn.functional as F
+    sys.path.insert(0, os.path.join(ROOT, "scripts", "fixtures"))
+    from ops_models import MODELS
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    model = MODELS[args.model]()
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), **SGD)
+    x = torch.randn(args.batch, 3, 32, 32)
+    y = torch.randint(0, 10, (args.batch,))
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+
+    # Saved bytes: one step with pack hooks (not timed). Parameters are held by the model anyway (razor counts its
+    # references as 0 bytes); a storage saved by several nodes is counted once, as razor's tape does.
+    params = {p.data_ptr() for p in model.parameters()}
+    seen, saved = set(), [0]
+
+    def storage(t):
+        return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+
+    def pack(t):
+        if t.data_ptr() not in params and storage(t).data_ptr() not in seen:
+            seen.add(storage(t).data_ptr())
+            saved[0] += storage(t).nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        step()
+    for _ in range(max(args.warmup - 1, 0)):
+        step()
+    ms = []
+    for _ in range(args.steps):
+        t0 = time.perf_counter()
+        step()
+        ms.append(1000 * (time.perf_counter() - t0))
+    print(json.dumps({"model": args.model, "batch": args.batch, "threads": torch.get_num_threads(),
+                      "step_ms": statistics.median(ms), "step_ms_min": min(ms), "step_ms_max": max(ms),
+                      "img_per_s": args.batch / (statistics.median(ms) / 1000),
+                      "saved_bytes": saved[0], "saved_dense_bytes": saved[0],
+                      "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                      "torch": torch.__version__}))
+
+
+def torch_sgemm(args):
+    """torch.mm of two (S, S) float32 matrices (the BLAS PyTorch was built against); prints razor_op_bench --sgemm's
+    JSON fields: the median of --steps products after one warm-up."""
+    import torch
+    torch.set_num_threads(args.threads)
+    n = args.torch_sgemm
+    g = torch.Generator().manual_seed(1)
+    a, b = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)
+    c = torch.empty(n, n)
+    torch.mm(a, b, out=c)
+    ms = []
+    for _ in range(args.steps):
+        t0 = time.perf_counter()
+        torch.mm(a, b, out=c)
+        ms.append(1000 * (time.perf_counter() - t0))
+    m = statistics.median(ms)
+    print(json.dumps({"n": n, "threads": torch.get_num_threads(), "ms": m, "gflops": 2.0 * n ** 3 / m / 1e6,
+                      "torch": torch.__version__}))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--torch-worker", action="store_true", help="time PyTorch's step in this process (JSON line)")
+    ap.add_argument("--torch-sgemm", type=int, default=0, metavar="S", help="time torch.mm of (S, S) matrices instead")
+    ap.add_argument("--model", default="resnet20")
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    if args.torch_sgemm > 0:
+        return torch_sgemm(args)
+    if not args.torch_worker:
+        ap.error("this module is imported by the bench scripts; run it directly with --torch-worker or --torch-sgemm")
+    torch_worker(args)
+
+
+if __name__ == "__main__":
+    main()
