@@ -10,8 +10,8 @@
 # Environment: MODEL (resnet20 | vit_tiny | any zoo model, SGD recipe), DATA (CIFAR-10 binary folder), OUT (runs
 # folder), PRE_EPOCHS, FT_EPOCHS, THREADS, SEED, STEPS (steps per epoch, 0 = all), FT_STEPS (the same for the
 # fine-tunes; default STEPS), RATIOS (the fine-tunes' r values, default "0 0.9 0.97"), FREEZE_BN (1: --freeze-bn,
-# CNNs; the reference CNN's mode), VALUES (fp32 | fp16 | int8), RAZOR (the razor binary). Re-running skips a
-# finished stage; a stopped stage resumes.
+# CNNs; the reference CNN's mode), RAZOR_BN (dense | razored: train-mode BN inputs, see docs/back-razor.md),
+# VALUES (fp32 | fp16 | int8), RAZOR (the razor binary). Re-running skips a finished stage; a stopped stage resumes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +26,7 @@ STEPS=${STEPS:-0}
 FT_STEPS=${FT_STEPS:-$STEPS}
 RATIOS=${RATIOS:-0 0.9 0.97}
 FREEZE_BN=${FREEZE_BN:-0}
+RAZOR_BN=${RAZOR_BN:-dense}
 VALUES=${VALUES:-fp32}
 RAZOR=${RAZOR:-./build/razor}
 ANIMALS=bird,cat,deer,dog,frog,horse
@@ -58,7 +59,7 @@ run "$OUT/pretrain" train --model "$MODEL" --classes "$ANIMALS" --epochs "$PRE_E
     --steps-per-epoch "$STEPS"
 for r in $RATIOS; do
     run "$OUT/finetune-r$r" finetune --from "$OUT/pretrain" --classes "$VEHICLES" --epochs "$FT_EPOCHS" \
-        --razor "$r" --razor-values "$VALUES" "${FT_OPT[@]}" "${FT_FLAGS[@]}" "${COMMON[@]}" --steps-per-epoch "$FT_STEPS"
+        --razor "$r" --razor-values "$VALUES" --razor-bn "$RAZOR_BN" "${FT_OPT[@]}" "${FT_FLAGS[@]}" "${COMMON[@]}" --steps-per-epoch "$FT_STEPS"
 done
 
 echo
