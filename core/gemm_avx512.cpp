@@ -10,18 +10,22 @@
 // i.e. NV vector loads of op(B)'s row k, MR broadcasts of op(A)'s column k, MR * NV FMAs. Zen 4 retires one
 // 512-bit FMA per cycle per core (two 256-bit pipes) with a 4-cycle latency, so any tile with >= 8 independent
 // accumulators keeps the FMA pipe busy; a bigger tile lowers the loads per FMA ((NV + MR) / (MR * NV)).
-// MR = 8, NV = 3 (24 of the 32 zmm registers for the tile; 8 x 48) was chosen by bench/gemm_bench.cpp over
-// 6 x 64, 14 x 32 and 12 x 32 on razor's shapes (conv OC = 16/32/64 are multiples of 8; docs/bench-ops.md).
+// MR = 8, NV = 3 (24 of the 32 zmm registers for the tile; 8 x 48) was chosen by measurement: a standalone
+// harness timed one thread (thread CPU time) on the conv and ViT shapes of docs/bench-ops.md, with an earlier
+// version of this file that packed A. 8 x 48 and 6 x 64 ran alike (55-96 GFLOP/s) except on 64-column convs,
+// where 48 wastes a third of the second tile (6 x 64 is the better tile there, not done yet); 14 x 32 and
+// 12 x 32 ran at 0.3-0.6x Eigen as GCC 12 compiled them (not investigated). conv OC = 16/32/64 are multiples of 8.
 //
 // Operands as the kernel reads them:
 //   op(A): in place. The MR values of step k are broadcast from A[k * lda + i] (stored (K, M): adjacent) or from
 //          A[i * lda + k] (stored (M, K): one stream per row); an MR x KC block (8 KiB) stays in L1 while the
-//          kernel sweeps the B block. Rows past M repeat the last row (computed, never stored). Packing A
-//          (a transposing copy per block) measured slower on every shape in the table below.
+//          kernel sweeps the B block. Rows past M repeat the last row (computed, never stored). Dropping the
+//          packed copy of A (a transposing copy per MC x KC block) raised the same harness's figures 5-40 %
+//          (e.g. ViT fc2 forward 62 -> 91 GFLOP/s, conv 64->64 forward 64 -> 75).
 //   op(B): read in place when B is stored (K, N) (a row of op(B) is contiguous; the last vectors of a partial
 //          tile are masked loads, so nothing past column N is touched). Stored (N, K) (trans_b) it is packed
-//          ONCE per call into panels of NR columns, k-major (panel[k * NR + j]), 16 x 16 register transposes,
-//          shared by all threads.
+//          ONCE per call into panels of NR columns, k-major (panel[k * NR + j]), 16 x 16 register transposes
+//          (scalar packing made conv gW 0.8x Eigen, the transposes 1.3-1.5x), shared by all threads.
 // Blocking: KC = 256 steps per pass over C (the A block of one tile row, 8 x 256 floats = 8 KiB, stays in L1
 // while the kernel sweeps NC = 480 columns of B, a 256 x 480 block = 480 KiB that stays in the 1 MiB L2). The first
 // K block applies beta, later ones add (beta = 1), so beta == 0 never reads C.
