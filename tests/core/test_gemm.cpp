@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "core/core.h"
@@ -54,7 +55,7 @@ void check_all(Size s, Generator& gen, Call call) {
                         e = static_cast<float>(alpha * acc + (beta == 0.f ? 0.0 : beta * static_cast<double>(e)));
                     }
                 for (GemmEngine engine : engines()) {
-                    INFO("engine ", engine == GemmEngine::Eigen ? "Eigen" : "AVX-512", " M ", s.M, " N ", s.N, " K ",
+                    INFO("engine ", std::string(engine == GemmEngine::Eigen ? "Eigen" : "AVX-512"), " M ", s.M, " N ", s.N, " K ",
                          s.K, " trans_a ", ta, " trans_b ", tb, " beta ", beta);
                     std::vector<float> C = C0;
                     if (beta == 0.f)   // beta 0 must not read C: NaN there must not leak into the result
@@ -69,7 +70,8 @@ void check_all(Size s, Generator& gen, Call call) {
                                                         (1.0 + std::abs(expected[i * ldc + j])));
                         for (int64_t j = s.N; j < ldc; ++j) padding_untouched &= C[i * ldc + j] == C0[i * ldc + j];
                     }
-                    CHECK(worst < 1e-5);
+                    // float rounding grows with K: both engines measured up to 2.1e-5 at K = 261-300
+                    CHECK(worst < 1e-5 * std::max(1.0, static_cast<double>(s.K) / 64.0));
                     CHECK(padding_untouched);
                 }
             }
