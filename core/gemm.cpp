@@ -1,4 +1,13 @@
-// core/gemm.cpp -- C = alpha op(A) op(B) + beta C over Eigen (see gemm.h).
+// core/gemm.cpp -- C = alpha op(A) op(B) + beta C: the engine choice, and the Eigen engine (see gemm.h).
+//
+// Engine choice (issue 6, measured; docs/bench-ops.md "GEMM engine"): builds with AVX-512 use razor's own kernel
+// (gemm_avx512.cpp), everything else Eigen 3.4. One thread, thread CPU time, median of 7 alternating reps on the
+// loaded 2-core Zen 4 machine, GFLOP/s Eigen -> razor AVX-512:
+//   conv fwd  16x256x144 67.9 -> 96.0   32x256x288 66.8 -> 90.8   64x64x576 82.0 -> 74.6 (64 = 48 + 16 columns)
+//   conv gW   16x144x256 53.7 -> 80.9   32x288x256 59.9 -> 87.0   64x576x64 71.7 -> 95.6
+//   conv gcol 144x256x16 67.4 -> 84.7   288x256x32 78.5 -> 92.2   576x64x64 80.7 -> 71.3
+//   ViT qkv fwd/gx/gW 66.7/71.4/72.5 -> 96.5/81.3/87.8; fc2 fwd 70.2 -> 91.3; MLP fc1 fwd 60.2 -> 78.2
+// OpenBLAS (Debian 0.3.21) was not measured in the same run yet (bench/gemm_bench.cpp times all three).
 #include "core/gemm.h"
 
 // GCC 12 reports false "may be used uninitialized" warnings inside Eigen's AVX-512 packing kernels
@@ -55,32 +64,26 @@ bool in_parallel_region() {
 #endif
 }
 
-}  // namespace
+// Threads gemm may use for one product: 1 inside a parallel region or for a small product (a team costs more than
+// it saves under 2^17 multiply-adds).
+int gemm_threads(int64_t M, int64_t N, int64_t K) {
+    if (in_parallel_region() || M * N * K < (int64_t{1} << 17)) return 1;
+    return num_threads();
+}
 
-// Threading: outside a parallel region, a product of at least 2^17 multiply-adds is cut into one block of C
-// per thread (rows of C, or columns when C is wide), each an independent single-threaded Eigen product. That
-// runs as fast as Eigen's own OpenMP GEMM on an idle machine (measured on the linear shapes of a ViT-tiny), but
-// Eigen's threads busy-wait on each other's packed panels many times per product, which made it up to 20x
-// slower when another process shared the cores; independent blocks only meet at the end.
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-          const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-    RAZOR_CHECK(M >= 0 && N >= 0 && K >= 0) << "gemm sizes " << M << " " << N << " " << K;
-    RAZOR_CHECK(ldc >= N && lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N))
-        << "gemm leading dimensions lda " << lda << " ldb " << ldb << " ldc " << ldc << " for M " << M << " N " << N
-        << " K " << K;
-    if (M == 0 || N == 0) return;
-    if (K == 0 || alpha == 0.f) {   // no product: C = beta C
-        Map c(C, M, N, Eigen::OuterStride<>(ldc));
-        if (beta == 0.f) c.setZero();
-        else if (beta != 1.f) c *= beta;
-        return;
-    }
-    const int64_t threads = in_parallel_region() ? 1 : num_threads();
+// The Eigen engine's threading: outside a parallel region, a product of at least 2^17 multiply-adds is cut
+// into one block of C per thread (rows of C, or columns when C is wide), each an independent single-threaded
+// Eigen product. That runs as fast as Eigen's own OpenMP GEMM on an idle machine (measured on the linear shapes
+// of a ViT-tiny), but Eigen's threads busy-wait on each other's packed panels many times per product, which
+// made it up to 20x slower when another process shared the cores; independent blocks only meet at the end.
+void eigen_threaded(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                    int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+    const int64_t threads = gemm_threads(M, N, K);
     const bool split_rows = M >= N;
     const int64_t extent = split_rows ? M : N;
     // Blocks are multiples of 16 rows/columns (one AVX-512 register of floats), at least 2 of them.
     const int64_t block = ((extent + threads - 1) / threads + 15) / 16 * 16;
-    if (threads < 2 || M * N * K < (int64_t{1} << 17) || block >= extent) {
+    if (threads < 2 || block >= extent) {
         eigen_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
@@ -95,6 +98,55 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
             eigen_gemm(trans_a, trans_b, M, n, K, alpha, A, lda, trans_b ? B + lo * ldb : B + lo, ldb, beta, C + lo,
                        ldc);
     }
+}
+
+// Sizes and leading dimensions are checked once here; K == 0 or alpha == 0 leaves C = beta C for every engine.
+bool trivial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, int64_t lda, int64_t ldb,
+             float beta, float* C, int64_t ldc) {
+    RAZOR_CHECK(M >= 0 && N >= 0 && K >= 0) << "gemm sizes " << M << " " << N << " " << K;
+    RAZOR_CHECK(ldc >= N && lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N))
+        << "gemm leading dimensions lda " << lda << " ldb " << ldb << " ldc " << ldc << " for M " << M << " N " << N
+        << " K " << K;
+    if (M == 0 || N == 0) return true;
+    if (K == 0 || alpha == 0.f) {   // no product: C = beta C
+        Map c(C, M, N, Eigen::OuterStride<>(ldc));
+        if (beta == 0.f) c.setZero();
+        else if (beta != 1.f) c *= beta;
+        return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+bool gemm_engine_available(GemmEngine engine) {
+#if defined(__AVX512F__)
+    return true;
+#else
+    return engine == GemmEngine::Eigen;
+#endif
+}
+
+const char* gemm_engine_name() { return gemm_engine_available(GemmEngine::Avx512) ? "razor AVX-512" : "Eigen"; }
+
+void gemm_with(GemmEngine engine, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+    RAZOR_CHECK(gemm_engine_available(engine)) << "gemm: engine not built in (AVX-512 needs -march=native on an "
+                                                  "AVX-512 machine)";
+    if (trivial(trans_a, trans_b, M, N, K, alpha, lda, ldb, beta, C, ldc)) return;
+#if defined(__AVX512F__)
+    if (engine == GemmEngine::Avx512) {
+        detail::gemm_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, gemm_threads(M, N, K));
+        return;
+    }
+#endif
+    eigen_threaded(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+    gemm_with(gemm_engine_available(GemmEngine::Avx512) ? GemmEngine::Avx512 : GemmEngine::Eigen, trans_a, trans_b,
+              M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 }  // namespace razor

@@ -9,10 +9,9 @@
 //   C is stored (M, N) with row stride ldc >= N. All float32, row-major. beta == 0 never reads C (it may hold
 //   garbage, e.g. a fresh Tensor::empty).
 //
-// Implementation: Eigen::Map (RowMajor, OuterStride) over the pointers, one .noalias() product, so Eigen's
-// blocked GEMM runs straight on the caller's memory with no temporaries. A large product called outside an
-// OpenMP parallel region is cut into one block of C per thread (see gemm.cpp for why not Eigen's own
-// threading); called from inside a parallel region (conv2d's batch loop) it runs on the calling thread only,
+// Implementation (gemm.cpp): with AVX-512 (the default -march=native build on razor's Zen 4 machines) razor's own
+// packed GEMM (gemm_avx512.cpp), else Eigen's. Called outside an OpenMP parallel region, a large product is
+// split over the threads; called from inside one (conv2d's batch loop) it runs on the calling thread only,
 // which is what a per-thread GEMM wants.
 #pragma once
 
@@ -22,5 +21,18 @@ namespace razor {
 
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+// The engines behind gemm, callable one by one for tests and bench/gemm_bench.cpp (same contract as gemm).
+enum class GemmEngine { Eigen, Avx512 };
+bool gemm_engine_available(GemmEngine engine);   // Avx512: only in builds with __AVX512F__
+void gemm_with(GemmEngine engine, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+const char* gemm_engine_name();                  // what gemm() uses: "razor AVX-512" or "Eigen", for the banner
+
+namespace detail {
+// gemm_avx512.cpp (only with __AVX512F__); threads > 1 splits the product over an OpenMP team.
+void gemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                 int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int threads);
+}  // namespace detail
 
 }  // namespace razor

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "core/check.h"
+#include "core/gemm.h"
 #include "core/saved.h"
 
 #ifdef _OPENMP
@@ -54,6 +55,7 @@ std::string runtime_banner() {
     banner += " | portable ISA";
 #endif
     banner += fmt(" | Eigen ", EIGEN_WORLD_VERSION, ".", EIGEN_MAJOR_VERSION, ".", EIGEN_MINOR_VERSION);
+    banner += fmt(" | GEMM ", gemm_engine_name());
     banner += " | save policy " + active_save_policy().name();
     if (std::string(build_type()) == "Debug")
         banner += "\n*** DEBUG BUILD: kernels are 10-50x slower; configure with -DCMAKE_BUILD_TYPE=Release ***";

@@ -1,0 +1,199 @@
+// bench/gemm_bench.cpp -- razor's GEMM engines side by side on the products razor's models run.
+//
+// Engines: Eigen 3.4 (the fallback engine), razor's AVX-512 kernel (core/gemm_avx512.cpp) and, when CMake found
+// Debian's OpenBLAS, its cblas_sgemm. Every case times the engines in turn, rep by rep (alternating, so a
+// neighbour's load hits them alike), and reports medians as GFLOP/s; the ratios are the evidence on a shared machine.
+//
+// Shapes (batch 128):
+//   conv   one image's im2col GEMMs of a CIFAR conv at a tile of T output positions, run the way conv2d.cpp runs
+//          them: single-threaded, every thread of the team on its own product at once (--threads of them):
+//            fwd  y (OC, T) = W (OC, C*9) . col (C*9, T)           NN
+//            gW   gW (OC, C*9) += gy (OC, T) . col^T               NT, beta 1
+//            gcol gcol (C*9, T) = W^T . gy (OC, T)                 TN
+//   linear ViT-tiny (d 192, 128 x 65 = 8320 tokens) and an MLP at batch 128: y = x W^T (NT), gx = gy W (NN),
+//          gW = gy^T x (TN), one product split over --threads threads by the engine.
+//   attn   one head's scores (65 x 64) . (64 x 65)^T and values (65 x 65) . (65 x 64), single-threaded.
+//
+//   razor_gemm_bench [--threads N] [--reps R] [--filter SUBSTRING]
+// Run with OMP_WAIT_POLICY=passive on a shared machine.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/core.h"
+#include "core/gemm.h"
+
+#ifdef RAZOR_BENCH_OPENBLAS
+#include <cblas.h>
+extern "C" void openblas_set_num_threads(int);
+#endif
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+using namespace razor;
+
+namespace {
+
+struct Case {
+    std::string group, name;
+    bool ta, tb;
+    int64_t M, N, K;
+    float beta;
+    bool per_thread;   // conv/attn: each thread of the team runs its own single-threaded product
+};
+
+std::vector<Case> cases() {
+    std::vector<Case> list;
+    auto conv = [&](const char* name, int64_t C, int64_t OC, int64_t T, int64_t kk) {
+        const int64_t ck = C * kk;
+        list.push_back({"conv", std::string(name) + " fwd", false, false, OC, T, ck, 0.f, true});
+        list.push_back({"conv", std::string(name) + " gW", false, true, OC, ck, T, 1.f, true});
+        list.push_back({"conv", std::string(name) + " gcol", true, false, ck, T, OC, 0.f, true});
+    };
+    conv("stem 3->16 T256", 3, 16, 256, 9);
+    conv("16->16 T256", 16, 16, 256, 9);
+    conv("32->32 T256", 32, 32, 256, 9);
+    conv("64->64 T64", 64, 64, 64, 9);
+    conv("proj 16->32 1x1 T256", 16, 32, 256, 1);
+    conv("vgg 128->128 T256", 128, 128, 256, 9);
+    conv("vgg 512->512 T16", 512, 512, 16, 9);
+    auto lin = [&](const char* name, int64_t M, int64_t in, int64_t out) {
+        list.push_back({"linear", std::string(name) + " fwd", false, true, M, out, in, 0.f, false});
+        list.push_back({"linear", std::string(name) + " gx", false, false, M, in, out, 0.f, false});
+        list.push_back({"linear", std::string(name) + " gW", true, false, out, in, M, 0.f, false});
+    };
+    lin("vit qkv 192->576", 8320, 192, 576);
+    lin("vit proj 192->192", 8320, 192, 192);
+    lin("vit fc1 192->768", 8320, 192, 768);
+    lin("vit fc2 768->192", 8320, 768, 192);
+    lin("mlp 3072->1024", 128, 3072, 1024);
+    lin("mlp 1024->1024", 128, 1024, 1024);
+    list.push_back({"attn", "scores 65x64 . 64x65^T", false, true, 65, 65, 64, 0.f, true});
+    list.push_back({"attn", "values 65x65 . 65x64", false, false, 65, 64, 65, 0.f, true});
+    return list;
+}
+
+struct Engine {
+    const char* name;
+    int id;   // 0 Eigen, 1 AVX-512, 2 OpenBLAS
+};
+
+struct Operands {
+    std::vector<float> A, B, C;
+    int64_t lda, ldb, ldc;
+};
+
+Operands make(const Case& c, Generator& gen) {
+    Operands o;
+    o.lda = c.ta ? c.M : c.K;
+    o.ldb = c.tb ? c.K : c.N;
+    o.ldc = c.N;
+    o.A.resize(static_cast<size_t>(c.M * c.K));
+    o.B.resize(static_cast<size_t>(c.K * c.N));
+    o.C.assign(static_cast<size_t>(c.M * c.N), 0.f);
+    for (float& x : o.A) x = gen.normal();
+    for (float& x : o.B) x = gen.normal();
+    return o;
+}
+
+void call(const Engine& e, const Case& c, Operands& o) {
+#ifdef RAZOR_BENCH_OPENBLAS
+    if (e.id == 2) {
+        cblas_sgemm(CblasRowMajor, c.ta ? CblasTrans : CblasNoTrans, c.tb ? CblasTrans : CblasNoTrans, c.M, c.N, c.K,
+                    1.f, o.A.data(), o.lda, o.B.data(), o.ldb, c.beta, o.C.data(), o.ldc);
+        return;
+    }
+#endif
+    gemm_with(e.id == 0 ? GemmEngine::Eigen : GemmEngine::Avx512, c.ta, c.tb, c.M, c.N, c.K, 1.f, o.A.data(), o.lda,
+              o.B.data(), o.ldb, c.beta, o.C.data(), o.ldc);
+}
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Seconds per product: `iters` products back to back. Per-thread cases run them on every thread at once, each on
+// its own operands (per[t]), as conv2d's batch loop does.
+double time_once(const Engine& e, const Case& c, std::vector<Operands>& per, int64_t iters, int threads) {
+#ifdef RAZOR_BENCH_OPENBLAS
+    if (e.id == 2) openblas_set_num_threads(c.per_thread ? 1 : threads);
+#endif
+    const double t0 = now_s();
+    if (c.per_thread) {
+#pragma omp parallel num_threads(threads)
+        {
+#ifdef _OPENMP
+            Operands& o = per[static_cast<size_t>(omp_get_thread_num())];
+#else
+            Operands& o = per[0];
+#endif
+            for (int64_t i = 0; i < iters; ++i) call(e, c, o);
+        }
+    } else {
+        for (int64_t i = 0; i < iters; ++i) call(e, c, per[0]);
+    }
+    return (now_s() - t0) / static_cast<double>(iters);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int threads = 2, reps = 7;
+    std::string filter;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
+        else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
+        else if (a == "--filter" && i + 1 < argc) filter = argv[++i];
+        else {
+            std::fprintf(stderr, "usage: razor_gemm_bench [--threads N] [--reps R] [--filter SUBSTRING]\n");
+            return 2;
+        }
+    }
+    set_num_threads(threads);
+    std::vector<Engine> engines = {{"Eigen", 0}};
+    if (gemm_engine_available(GemmEngine::Avx512)) engines.push_back({"razor AVX-512", 1});
+#ifdef RAZOR_BENCH_OPENBLAS
+    engines.push_back({"OpenBLAS", 2});
+#endif
+    std::printf("%s\n%d threads; conv/attn rows: every thread runs its own single-threaded product (GFLOP/s are per "
+                "thread); linear rows: one product over all threads. Median of %d alternating reps.\n\n",
+                runtime_banner().c_str(), threads, reps);
+    std::printf("| group | product | M x N x K | op |");
+    for (const Engine& e : engines) std::printf(" %s GFLOP/s |", e.name);
+    std::printf(" AVX-512 / Eigen |\n|---|---|---|---|");
+    for (size_t e = 0; e < engines.size(); ++e) std::printf("---:|");
+    std::printf("---:|\n");
+    Generator gen(1);
+    for (const Case& c : cases()) {
+        if (!filter.empty() && (c.group + " " + c.name).find(filter) == std::string::npos) continue;
+        std::vector<Operands> per;
+        for (int t = 0; t < (c.per_thread ? threads : 1); ++t) per.push_back(make(c, gen));
+        const double flops = 2.0 * c.M * c.N * c.K;
+        // Iterations per rep: about 20 ms of Eigen work (warm-up call included).
+        const double probe = time_once(engines[0], c, per, 1, threads);
+        const int64_t iters = std::max<int64_t>(1, static_cast<int64_t>(0.02 / std::max(probe, 1e-7)));
+        std::vector<std::vector<double>> times(engines.size());
+        for (size_t e = 0; e < engines.size(); ++e) time_once(engines[e], c, per, std::max<int64_t>(1, iters / 4), threads);
+        for (int r = 0; r < reps; ++r)
+            for (size_t e = 0; e < engines.size(); ++e) times[e].push_back(time_once(engines[e], c, per, iters, threads));
+        std::vector<double> gflops;
+        for (auto& t : times) {
+            std::sort(t.begin(), t.end());
+            gflops.push_back(flops / t[t.size() / 2] * 1e-9);
+        }
+        std::printf("| %s | %s | %lld x %lld x %lld | %s%s |", c.group.c_str(), c.name.c_str(),
+                    static_cast<long long>(c.M), static_cast<long long>(c.N), static_cast<long long>(c.K),
+                    c.ta ? "T" : "N", c.tb ? "T" : "N");
+        for (double g : gflops) std::printf(" %.1f |", g);
+        std::printf(" %.2fx |\n", gflops.size() > 1 ? gflops[1] / gflops[0] : 1.0);
+        std::fflush(stdout);
+    }
+    return 0;
+}
