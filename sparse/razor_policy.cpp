@@ -76,7 +76,7 @@ RazorSavePolicy::Decision RazorSavePolicy::decide(const SaveSite& site) const {
     enum class Role { None, Operand, Norm, Softmax, Gelu } role = Role::None;
     if ((op == "conv2d" || op == "linear") && name == "x") role = Role::Operand;
     else if (op == "matmul" && (name == "a" || name == "b")) role = Role::Operand;
-    else if ((op == "batch_norm" || op == "layer_norm") && name == "x") role = Role::Norm;
+    else if ((op == "batch_norm" || op == "batch_norm_relu" || op == "layer_norm") && name == "x") role = Role::Norm;
     else if (op == "softmax" && name == "y") role = Role::Softmax;
     else if (op == "gelu" && name == "x") role = Role::Gelu;
     if (role == Role::None) return d;
