@@ -93,8 +93,9 @@ int run_bench(const std::vector<std::string>& argv) {
 
     std::vector<double> ms;
     TapeTotals tape;
+    int64_t os_allocations_at_warm = 0;   // tensor blocks the caching allocator had to take from the OS
     for (int64_t s = 0; s < warmup + steps; ++s) {
-        if (s == warmup) reset_peak_memory();
+        if (s == warmup) reset_peak_memory(), os_allocations_at_warm = memory_stats().os_allocations;
         TapeAccounting::instance().reset_peak();
         const auto t0 = std::chrono::steady_clock::now();
         if (vrpge) {
@@ -131,6 +132,8 @@ int run_bench(const std::vector<std::string>& argv) {
                               {"saved_bytes", tape.stored_bytes},
                               {"saved_dense_bytes", tape.dense_bytes},
                               {"peak_tensor_bytes", memory_stats().peak_bytes},
+                              {"timed_os_allocations", memory_stats().os_allocations - os_allocations_at_warm},
+                              {"cached_bytes", memory_stats().cached_bytes},
                               {"peak_rss_bytes", peak_rss_bytes()},
                               {"build", build_type()},
                               {"razor", razor},
@@ -164,7 +167,10 @@ int run_bench(const std::vector<std::string>& argv) {
     std::printf("  tape peak           %s (dense %s, %.1fx)\n", format_bytes(tape.stored_bytes).c_str(),
                 format_bytes(tape.dense_bytes).c_str(),
                 tape.stored_bytes ? double(tape.dense_bytes) / tape.stored_bytes : 0.0);
-    std::printf("  tensor peak         %s\n", format_bytes(memory_stats().peak_bytes).c_str());
+    std::printf("  tensor peak         %s (allocator: %lld OS allocations in the timed steps, %s cached)\n",
+                format_bytes(memory_stats().peak_bytes).c_str(),
+                static_cast<long long>(memory_stats().os_allocations - os_allocations_at_warm),
+                format_bytes(memory_stats().cached_bytes).c_str());
     std::printf("  peak RSS            %s\n", format_bytes(peak_rss_bytes()).c_str());
     return 0;
 }

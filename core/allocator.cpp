@@ -1,25 +1,52 @@
-// core/allocator.cpp -- tracking allocator (see allocator.h).
+// core/allocator.cpp -- tracking, caching allocator (see allocator.h).
 #include "core/allocator.h"
 
-#include <atomic>
+#include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "core/check.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define RAZOR_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define RAZOR_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define RAZOR_POISON(p, n) ((void)(p), (void)(n))
+#define RAZOR_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 namespace razor {
 namespace {
-std::atomic<int64_t> g_live{0};
-std::atomic<int64_t> g_peak{0};
-std::atomic<int64_t> g_allocations{0};
 
 constexpr size_t kAlignment = 64;
+constexpr size_t kSmall = 4096;   // up to here, classes are the multiples of 64 bytes
 
-void raise_peak(int64_t live) {
-    int64_t peak = g_peak.load(std::memory_order_relaxed);
-    while (live > peak && !g_peak.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
-    }
+// The block size serving a request: a multiple of 64 up to 4 KiB, then 8 classes per power of two.
+size_t size_class(size_t bytes) {
+    size_t b = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+    if (b <= kSmall) return b;
+    const size_t step = std::bit_floor(b) / 8;   // >= 512, so classes stay multiples of 64
+    return (b + step - 1) / step * step;
+}
+
+// All state under one mutex: tensors are allocated outside parallel loops, a few hundred times a step.
+struct State {
+    std::mutex mutex;
+    std::unordered_map<size_t, std::vector<void*>> free_blocks;   // size class -> cached blocks
+    int64_t live = 0, peak = 0, max_live = 0;                     // max_live: never reset (the cache's cap)
+    int64_t allocations = 0, os_allocations = 0, cached = 0, os_bytes = 0;
+};
+
+// Never destroyed: tensors held by other static objects may be freed after this file's statics would be.
+State& state() {
+    static State* s = new State;
+    return *s;
 }
 
 int64_t read_status_kib(const char* key) {
@@ -37,31 +64,82 @@ int64_t read_status_kib(const char* key) {
 }  // namespace
 
 void* tracked_alloc(size_t bytes) {
-    // aligned_alloc needs a size that is a multiple of the alignment; round up (the slack is not counted).
-    size_t padded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-    if (padded == 0) padded = kAlignment;
-    void* ptr = std::aligned_alloc(kAlignment, padded);
+    const size_t cls = size_class(bytes);
+    State& s = state();
+    void* ptr = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(s.mutex);
+        auto it = s.free_blocks.find(cls);
+        if (it != s.free_blocks.end() && !it->second.empty()) {
+            ptr = it->second.back();
+            it->second.pop_back();
+            s.cached -= static_cast<int64_t>(cls);
+            RAZOR_UNPOISON(ptr, cls);
+        }
+    }
+    const bool from_os = ptr == nullptr;
+    if (from_os) ptr = std::aligned_alloc(kAlignment, cls);
+    std::lock_guard<std::mutex> lock(s.mutex);
     if (!ptr)
         throw Error(fmt("out of memory: could not allocate ", bytes, " bytes for a tensor (", bytes >> 20,
-                        " MiB live already ", g_live.load() >> 20,
+                        " MiB; live already ", s.live >> 20, " MiB, cached ", s.cached >> 20,
                         " MiB); hint: lower --batch or use a razor save policy"));
-    int64_t live = g_live.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed) + bytes;
-    g_allocations.fetch_add(1, std::memory_order_relaxed);
-    raise_peak(live);
+    s.live += static_cast<int64_t>(bytes);
+    s.peak = std::max(s.peak, s.live);
+    s.max_live = std::max(s.max_live, s.live);
+    ++s.allocations;
+    if (from_os) ++s.os_allocations, s.os_bytes += static_cast<int64_t>(cls);
     return ptr;
 }
 
 void tracked_free(void* ptr, size_t bytes) {
     if (!ptr) return;
+    const size_t cls = size_class(bytes);
+    State& s = state();
+    {
+        std::lock_guard<std::mutex> lock(s.mutex);
+        s.live -= static_cast<int64_t>(bytes);
+        // Keep the block unless the cache would outgrow twice the largest live set seen (then the sizes in use
+        // have changed, e.g. a smaller last batch or eval, and the memory is better given back). Twice: the blocks
+        // of one whole step, at their class sizes (up to 12.5 % above live bytes), must fit.
+        if (s.cached + static_cast<int64_t>(cls) <= 2 * s.max_live) {
+            s.free_blocks[cls].push_back(ptr);
+            s.cached += static_cast<int64_t>(cls);
+            RAZOR_POISON(ptr, cls);
+            return;
+        }
+        s.os_bytes -= static_cast<int64_t>(cls);
+    }
     std::free(ptr);
-    g_live.fetch_sub(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+}
+
+void empty_cache() {
+    State& s = state();
+    std::unordered_map<size_t, std::vector<void*>> blocks;
+    {
+        std::lock_guard<std::mutex> lock(s.mutex);
+        blocks.swap(s.free_blocks);
+        s.os_bytes -= s.cached;
+        s.cached = 0;
+    }
+    for (auto& [cls, list] : blocks)
+        for (void* p : list) {
+            RAZOR_UNPOISON(p, cls);
+            std::free(p);
+        }
 }
 
 MemoryStats memory_stats() {
-    return {g_live.load(), g_peak.load(), g_allocations.load()};
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    return {s.live, s.peak, s.allocations, s.os_allocations, s.cached, s.os_bytes};
 }
 
-void reset_peak_memory() { g_peak.store(g_live.load()); }
+void reset_peak_memory() {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.peak = s.live;
+}
 
 int64_t peak_rss_bytes() { return read_status_kib("VmHWM:"); }
 int64_t current_rss_bytes() { return read_status_kib("VmRSS:"); }

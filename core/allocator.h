@@ -1,11 +1,24 @@
-// core/allocator.h -- the tracking allocator behind every tensor's storage.
+// core/allocator.h -- the tracking, caching allocator behind every tensor's storage.
 //
 // razor's memory claims are made from these counters: live bytes and the peak of live bytes over all tensor
 // storage (activations, parameters, gradients, optimizer state, saved tensors). Eigen's internal GEMM packing
 // buffers and std::vector temporaries are not tensors and are not counted here; they show up in the process
 // peak RSS, which razor reports separately (peak_rss_bytes()).
 //
-// Buffers are 64-byte aligned (one cache line, one AVX-512 vector).
+// Caching (the activation arena): a freed buffer is not returned to the OS but kept on a free list of its size
+// class, and the next request of that class takes it back. A training step asks for the same sizes every step, so
+// after the first (warm-up) step it allocates nothing from the OS: no page faults, no kernel clearing of fresh
+// pages (docs/bench-ops.md has the perf stat figures). Size classes: multiples of 64 bytes up to 4 KiB, then 8
+// classes per power of two (a block is at most 12.5 % larger than asked). The cache holds at most twice the highest
+// live_bytes seen so far (beyond that a freed block goes back to the OS), and empty_cache() releases
+// it all, as torch.cuda.empty_cache does for PyTorch's caching allocator.
+//
+// Accounting is unchanged by the cache: live_bytes and peak_bytes count the bytes tensors asked for, whether the
+// block came from the OS or the cache; cached blocks are not live. os_allocations counts the requests that went
+// to the OS, os_bytes what the allocator holds from it (live blocks at their class size, plus the cache).
+//
+// Buffers are 64-byte aligned (one cache line, one AVX-512 vector). In AddressSanitizer builds a cached block is
+// poisoned, so a use after free is still reported.
 #pragma once
 
 #include <cstddef>
@@ -14,9 +27,13 @@
 namespace razor {
 
 struct MemoryStats {
-    int64_t live_bytes = 0;    // bytes of tensor storage alive now
-    int64_t peak_bytes = 0;    // highest live_bytes since the last reset_peak_memory()
-    int64_t allocations = 0;   // number of storage allocations so far (for "no allocation after warm-up" checks)
+    int64_t live_bytes = 0;       // bytes of tensor storage alive now
+    int64_t peak_bytes = 0;       // highest live_bytes since the last reset_peak_memory()
+    int64_t allocations = 0;      // number of storage allocations so far, from the cache or the OS
+    int64_t os_allocations = 0;   // of those, the ones the cache could not serve (for "no OS allocation after
+                                  // warm-up" checks)
+    int64_t cached_bytes = 0;     // bytes in freed blocks kept for reuse
+    int64_t os_bytes = 0;         // bytes held from the OS: live blocks (at their size class) + cached_bytes
 };
 
 void* tracked_alloc(size_t bytes);          // throws razor::Error on failure, naming the size
@@ -24,6 +41,9 @@ void tracked_free(void* ptr, size_t bytes);
 
 MemoryStats memory_stats();
 void reset_peak_memory();                   // peak := live, e.g. at the start of each training step
+
+// Returns every cached block to the OS (live blocks are untouched).
+void empty_cache();
 
 // Peak resident set size of the whole process (VmHWM), in bytes; 0 where /proc is unavailable.
 int64_t peak_rss_bytes();

@@ -119,8 +119,9 @@ Compact compact_conv(const nn::Conv2d& conv, const Compact& x, const std::vector
     return {conv2d(x.x, W, b, o), out};   // (N, O, OH, OW)
 }
 
-Compact compact_batch_norm(nn::BatchNorm2d& bn, const Compact& x) {
-    if (is_all(x.idx, bn.num_features)) return {bn(x.x), x.idx};   // every channel: the module itself
+namespace {
+Compact compact_bn(nn::BatchNorm2d& bn, const Compact& x, bool relu) {
+    if (is_all(x.idx, bn.num_features)) return {relu ? bn.forward_relu(x.x) : bn(x.x), x.idx};   // the module itself
     if (x.idx.empty()) return x;
     const Tensor idx = index_tensor(x.idx);
     Tensor weight, bias, running_mean, running_var;
@@ -135,7 +136,8 @@ Compact compact_batch_norm(nn::BatchNorm2d& bn, const Compact& x) {
         ++bn.num_batches_tracked.i64()[0];
         bn.num_batches_tracked.bump_version();
     }
-    Tensor y = batch_norm(x.x, weight, bias, running_mean, running_var, training, bn.momentum, bn.eps);
+    Tensor y = (relu ? batch_norm_relu : batch_norm)(x.x, weight, bias, running_mean, running_var, training,
+                                                     bn.momentum, bn.eps);
     if (training) {
         // Write the kept channels' updated statistics back; the dropped channels' stay as they were.
         float* rm = bn.running_mean.f32();
@@ -148,6 +150,10 @@ Compact compact_batch_norm(nn::BatchNorm2d& bn, const Compact& x) {
     }
     return {y, x.idx};
 }
+}  // namespace
+
+Compact compact_batch_norm(nn::BatchNorm2d& bn, const Compact& x) { return compact_bn(bn, x, false); }
+Compact compact_batch_norm_relu(nn::BatchNorm2d& bn, const Compact& x) { return compact_bn(bn, x, true); }
 
 Compact compact_relu(const Compact& x) {
     if (x.x.numel() == 0) return x;

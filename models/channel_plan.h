@@ -105,6 +105,8 @@ Compact compact_all(const Tensor& x);
 Compact compact_conv(const nn::Conv2d& conv, const Compact& x, const std::vector<int64_t>& out, PlanCost& cost);
 // BatchNorm2d on the kept channels x.idx only (true-sparse; see above). Bumps num_batches_tracked in training.
 Compact compact_batch_norm(nn::BatchNorm2d& bn, const Compact& x);
+// compact_relu(compact_batch_norm(bn, x)) as one fused op (batch_norm_relu; same values and saves).
+Compact compact_batch_norm_relu(nn::BatchNorm2d& bn, const Compact& x);
 Compact compact_relu(const Compact& x);
 // a + b over the union of their channel sets (scatter-add; see "Residual stream").
 Compact compact_add(const Compact& a, const Compact& b);

@@ -53,7 +53,7 @@ BasicBlock::BasicBlock(int64_t in, int64_t out, int64_t stride, Shortcut kind, G
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
-    Tensor h = relu((*bn1)((*conv1)(x)));               // (N, out, H/s, W/s)
+    Tensor h = bn1->forward_relu((*conv1)(x));          // (N, out, H/s, W/s): relu(bn1(.)) fused
     h = (*bn2)((*conv2)(h));
     return relu(add(h, shortcut ? (*shortcut)(x) : x));  // the residual add, then ReLU
 }
@@ -83,7 +83,7 @@ CifarResNet::CifarResNet(int64_t n, std::array<int64_t, 3> w, Shortcut kind, int
 
 Tensor CifarResNet::forward(const Tensor& x) {
     if (plan_) return compact_forward(x);
-    Tensor h = relu((*bn1)((*conv1)(x)));                  // (N, w0, H, W)
+    Tensor h = bn1->forward_relu((*conv1)(x));             // (N, w0, H, W): relu(bn1(.)) fused
     h = (*layer3)((*layer2)((*layer1)(h)));                // (N, w2, H/4, W/4)
     h = flatten(adaptive_avg_pool2d(h, {1, 1}), 1);        // (N, w2): global average pool
     return (*linear)(h);                                   // (N, classes)
@@ -152,7 +152,7 @@ nn::BatchNorm2d* BasicBlock::shortcut_bn() const {
 }
 
 Compact BasicBlock::compact_forward(const Compact& x, const ChannelPlan& plan, size_t& l, PlanCost& cost) {
-    Compact h = compact_relu(compact_batch_norm(*bn1, compact_conv(*conv1, x, plan.kept[l++], cost)));
+    Compact h = compact_batch_norm_relu(*bn1, compact_conv(*conv1, x, plan.kept[l++], cost));
     h = compact_batch_norm(*bn2, compact_conv(*conv2, h, plan.kept[l++], cost));   // (N, |O2|, H/s, W/s)
     Compact sc = x;                                                                   // identity
     if (auto* conv = shortcut_conv()) {
@@ -194,7 +194,7 @@ Tensor CifarResNet::compact_forward(const Tensor& x) {
     const ChannelPlan& plan = *plan_;
     cost_ = {};
     size_t l = 0;
-    Compact h = compact_relu(compact_batch_norm(*bn1, compact_conv(*conv1, compact_all(x), plan.kept[l++], cost_)));
+    Compact h = compact_batch_norm_relu(*bn1, compact_conv(*conv1, compact_all(x), plan.kept[l++], cost_));
     for (BasicBlock* b : blocks()) h = b->compact_forward(h, plan, l, cost_);
     h.x = flatten(adaptive_avg_pool2d(h.x, {1, 1}), 1);   // (N, |A|): global average pool of the active channels
     return compact_linear(*linear, h, cost_);             // (N, classes)

@@ -42,7 +42,23 @@ Tensor VGG::forward(const Tensor& x) {
         throw Error(fmt("VGG(", name(), "): expected input (N, C, 32, 32), got ", shape_str(x.shape()),
                         "; hint: the CIFAR VGG's five pools need 32x32 images"));
     if (plan_) return compact_forward(x);
-    return (*classifier)(flatten((*features)(x), 1));   // (N, 512, 1, 1) -> (N, 512) -> (N, classes)
+    // features(x), with each BatchNorm2d + ReLU pair run as one fused op (BatchNorm2d::forward_relu); the ReLU
+    // module is still reported to forward observers (razor info), with the fused result.
+    Tensor h = features->call(x, [&] {
+        const auto children = features->named_children();
+        Tensor h = x;
+        for (size_t i = 0; i < children.size(); ++i) {
+            auto* bn = dynamic_cast<nn::BatchNorm2d*>(children[i].second.get());
+            if (bn && i + 1 < children.size() && dynamic_cast<nn::ReLU*>(children[i + 1].second.get())) {
+                h = bn->forward_relu(h);
+                children[++i].second->call(h, [&] { return h; });
+            } else {
+                h = (*children[i].second)(h);
+            }
+        }
+        return h;
+    });
+    return (*classifier)(flatten(h, 1));   // (N, 512, 1, 1) -> (N, 512) -> (N, classes)
 }
 
 }  // namespace razor::models
@@ -84,10 +100,14 @@ Tensor VGG::compact_forward(const Tensor& x) {
     cost_ = {};
     size_t l = 0;
     Compact h = compact_all(x);
-    for (const auto& [name, child] : features->named_children()) {
-        if (auto* conv = dynamic_cast<nn::Conv2d*>(child.get())) h = compact_conv(*conv, h, plan.kept[l++], cost_);
-        else if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(child.get())) h = compact_batch_norm(*bn, h);
-        else if (dynamic_cast<nn::ReLU*>(child.get())) h = compact_relu(h);
+    const auto children = features->named_children();
+    for (size_t i = 0; i < children.size(); ++i) {
+        nn::Module* child = children[i].second.get();
+        const bool relu_next = i + 1 < children.size() && dynamic_cast<nn::ReLU*>(children[i + 1].second.get());
+        if (auto* conv = dynamic_cast<nn::Conv2d*>(child)) h = compact_conv(*conv, h, plan.kept[l++], cost_);
+        else if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(child); bn && relu_next) h = compact_batch_norm_relu(*bn, h), ++i;
+        else if (bn) h = compact_batch_norm(*bn, h);
+        else if (dynamic_cast<nn::ReLU*>(child)) h = compact_relu(h);
         else if (h.x.size(1) > 0) h.x = (*child)(h.x);   // max-pool, per channel
         else h.x = Tensor::zeros({h.x.size(0), 0, h.x.size(2) / 2, h.x.size(3) / 2});
     }

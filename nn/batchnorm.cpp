@@ -14,7 +14,7 @@ BatchNorm2d::BatchNorm2d(int64_t c, float eps_, float momentum_, bool affine)
     num_batches_tracked = register_buffer("num_batches_tracked", Tensor::zeros({}, DType::I64));
 }
 
-Tensor BatchNorm2d::forward(const Tensor& x) {
+void BatchNorm2d::begin_forward(const Tensor& x) {
     if (x.dim() != 4 || x.size(1) != num_features)
         throw Error(fmt("BatchNorm2d(", name(), "): expected input (N, ", num_features, ", H, W), got ",
                         shape_str(x.shape()), "; hint: num_features must equal the preceding conv's out_channels"));
@@ -22,7 +22,18 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
         ++num_batches_tracked.i64()[0];
         num_batches_tracked.bump_version();
     }
+}
+
+Tensor BatchNorm2d::forward(const Tensor& x) {
+    begin_forward(x);
     return batch_norm(x, weight, bias, running_mean, running_var, is_training(), momentum, eps);
+}
+
+Tensor BatchNorm2d::forward_relu(const Tensor& x) {
+    return call(x, [&] {
+        begin_forward(x);
+        return batch_norm_relu(x, weight, bias, running_mean, running_var, is_training(), momentum, eps);
+    });
 }
 
 }  // namespace razor::nn

@@ -12,6 +12,9 @@ class BatchNorm2d : public Module {
 public:
     explicit BatchNorm2d(int64_t num_features, float eps = 1e-5f, float momentum = 0.1f, bool affine = true);
     Tensor forward(const Tensor& x) override;
+    // relu(forward(x)) as one fused op (core/ops/batch_norm.h batch_norm_relu): same values and saves, fewer passes
+    // over memory. Runs in this module's scope (its name, save policy and forward observer), as operator() does.
+    Tensor forward_relu(const Tensor& x);
     std::string type_name() const override { return "BatchNorm2d"; }
 
     Tensor weight, bias;                       // (C) or undefined when affine = false
@@ -19,6 +22,9 @@ public:
     Tensor num_batches_tracked;                // () i64
     int64_t num_features;
     float eps, momentum;
+
+private:
+    void begin_forward(const Tensor& x);   // checks x, counts the batch in training
 };
 
 }  // namespace razor::nn

@@ -17,13 +17,11 @@ ForwardObserverGuard::ForwardObserverGuard(ForwardObserver observer) : previous_
 }
 ForwardObserverGuard::~ForwardObserverGuard() { t_forward_observer = std::move(previous_); }
 
-Tensor Module::operator()(const Tensor& x) {
-    return scoped([&] {
-        Tensor y = forward(x);
-        if (t_forward_observer) t_forward_observer(*this, current_module_path(), x, y);
-        return y;
-    });
+void Module::notify_forward_observer(const Tensor& x, const Tensor& y) {
+    if (t_forward_observer) t_forward_observer(*this, current_module_path(), x, y);
 }
+
+Tensor Module::operator()(const Tensor& x) { return call(x, [&] { return forward(x); }); }
 
 Tensor& Module::register_parameter(const std::string& name, Tensor value) {
     value.set_name(name);

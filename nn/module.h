@@ -49,7 +49,20 @@ public:
 
     // The computation. Modules with one input override this; others add their own call signature.
     virtual Tensor forward(const Tensor& x);
-    Tensor operator()(const Tensor& x);
+    Tensor operator()(const Tensor& x);   // call(x, forward(x))
+
+    // Runs f() as operator() runs forward: inside this module's name scope and save policy, then reports (x, f())
+    // to the forward observer. For a second call signature of a module (BatchNorm2d::forward_relu), and, with an f
+    // that returns a result already computed, for a module whose work a neighbour did fused (VGG's ReLU after a
+    // BatchNorm2d), so observers (razor info) still see it run.
+    template <class F>
+    Tensor call(const Tensor& x, F&& f) {
+        return scoped([&] {
+            Tensor y = f();
+            notify_forward_observer(x, y);
+            return y;
+        });
+    }
 
     virtual std::string type_name() const { return "Module"; }
 
@@ -98,6 +111,7 @@ protected:
     }
 
 private:
+    void notify_forward_observer(const Tensor& x, const Tensor& y);
     void collect(const std::string& prefix, bool parameters, std::vector<std::pair<std::string, Tensor>>& out) const;
 
     std::string name_;

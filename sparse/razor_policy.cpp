@@ -78,7 +78,7 @@ RazorSavePolicy::Decision RazorSavePolicy::decide(const SaveSite& site) const {
     if ((op == "conv2d" || op == "linear") && name == "x") role = Role::Operand;
     else if (op == "matmul" && (name == "a" || name == "b")) role = Role::Operand;
     else if (op == "layer_norm" && name == "x") role = Role::LayerNorm;
-    else if (op == "batch_norm" && name == "x") role = Role::BatchNorm;
+    else if ((op == "batch_norm" || op == "batch_norm_relu") && name == "x") role = Role::BatchNorm;
     else if (op == "softmax" && name == "y") role = Role::Softmax;
     else if (op == "gelu" && name == "x") role = Role::Gelu;
     if (role == Role::None) return d;

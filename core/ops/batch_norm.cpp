@@ -1,12 +1,31 @@
-// core/ops/batch_norm.cpp -- batch normalisation over the channel dimension.
+// core/ops/batch_norm.cpp -- batch normalisation over the channel dimension, optionally fused with the ReLU after it.
 //
-// reference: torch.nn.functional.batch_norm. docs: docs/back-razor.md §5.4 (BN modes), §6.3 (razored input).
+// reference: torch.nn.functional.batch_norm; batch_norm_relu = torch.relu(F.batch_norm(...)).
+// docs: docs/ops.md "batch_norm", docs/back-razor.md §5.4 (BN modes), §6.3 (razored input), docs/bench-ops.md.
 //
 // Dimension letters: x is viewed as (N, C, S) with S = H*W (or L, or 1 for (N, C) input); M = N*S values per
-// channel. Statistics are accumulated in double, in one pass, on values shifted by the channel's first element
-// (sum and sum of squares of x - shift: no cancellation when |mean| >> std).
+// channel.
 //
-// Saves:
+// Passes over memory (the unfused BN + ReLU pair needs 2 reads + 2 writes of the activation forward, with the
+// (N, C, S) intermediate, and 4 reads + 2 writes backward, with the masked gradient as an intermediate):
+//   forward   1. per-channel Σ(x - shift), Σ(x - shift)^2 (one pass; shift = the channel's first value, so no
+//               cancellation when |mean| >> std)
+//             2. y = relu(x a + b) with a = w rstd, b = bias - mean a, and the 1-bit mask of y > 0, one
+//               flat pass (the mask words are written from the block of y just computed, still in cache)
+//   backward  1. per-channel Σ gm and Σ gm x_hat with gm = g * mask (mask = all ones without the ReLU)
+//             2. gx = w rstd (gm - Σgm/M - x_hat Σ(gm x_hat)/M)
+// Reductions run in parallel over (channel, chunk of whole images) tasks, not only over channels (16 channels on
+// 2 threads would balance, but 3 channels on 2 would not, and the tasks also keep each pass's working set small).
+// A chunk's length depends on N and S only, and its partial sums (float over <= 256 values, then double) are added
+// in chunk order: a channel's statistics do not depend on the thread count nor on which other channels run in the
+// same call, so VR-PGE's compact BN on kept channels equals the full BN on those channels bit for bit.
+//
+// Measured (docs/ops.md "Fused ops", perf record of `razor bench --model resnet20 --batch 128 --threads 2`): the
+// fused forward takes 3-5 % of the step against 8.3 % for batch_norm + relu + mask packing; the backward's
+// reduction pass takes 14 % against 7.2 % for the pair's two backwards -- a regression still open (decode each mask
+// word once instead of a shift per element).
+//
+// Saves (batch_norm_relu saves exactly what batch_norm followed by relu saves, so tape accounting is unchanged):
 //   training=true   x as SaveKind::Activation (Back Razor may prune it) and per-channel mean and rstd as
 //                   SaveKind::Statistics (dense fp32, 2 floats per channel), computed from the true x. Backward
 //                   recomputes x_hat = (x - mean) * rstd from them (back-razor.md §6.3), so a razored x works
@@ -16,19 +35,27 @@
 //                   weight are held by reference (SaveKind::Parameter, 0 bytes, version-checked) when x needs a
 //                   gradient; x (Activation) and running_mean (reference) only when weight needs a gradient.
 //                   So a frozen BN in eval mode saves 0 bytes.
+//   with ReLU       plus the 1-bit mask of y > 0 (SaveKind::Mask, M*C/8 bytes), what relu saves (core/ops/relu.cpp),
+//                   whenever the node is recorded.
 // The running statistics are module buffers held by the model anyway; a training call after an eval forward
 // writes them in place, which makes that eval node's backward throw (version check) instead of using new values.
 #include "core/ops/batch_norm.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/autograd.h"
+#include "core/bitmask.h"
 #include "core/check.h"
 
 namespace razor {
 namespace {
 
 constexpr int64_t kParallelWork = 1 << 14;   // values per call below which threads cost more than they save
+constexpr int64_t kChunkValues = 1 << 12;    // values per (channel, image chunk) reduction task, about
+constexpr int64_t kFloatRun = 256;           // float partial sums run over at most this many values
+constexpr int64_t kBlock = 1 << 12;          // values per task of the flat output pass (a multiple of 64)
 
 // One (C) vector argument: absent, or f32 of shape (C).
 void check_channel_vector(const Tensor& t, const char* what, int64_t C, const Tensor& x) {
@@ -43,10 +70,84 @@ void check_channel_vector(const Tensor& t, const char* what, int64_t C, const Te
 // Element c of a (C) vector that may be a strided view.
 inline float& at(const Tensor& v, int64_t c) { return v.f32()[c * v.strides()[0]]; }
 
-// gx, gweight, gbias of batch_norm.
+// Calls f(begin, end, word) for the pieces of [i0, i1) that lie in one 64-value mask word, with that word (all ones
+// without a mask). Inner loops then select g by (word >> (j & 63)) & 1 with no branch and vectorise, and the
+// unfused BN backward (no mask) runs the very same loops as the fused one, so both sum in the same order.
+template <class F>
+inline void for_each_word(const uint64_t* mask, int64_t i0, int64_t i1, const F& f) {
+    for (int64_t i = i0; i < i1;) {
+        const int64_t stop = std::min(i1, (i | 63) + 1);
+        f(i, stop, mask ? mask[i >> 6] : ~uint64_t{0});
+        i = stop;
+    }
+}
+inline float select(uint64_t word, int64_t j, float g) { return (word >> (j & 63)) & 1u ? g : 0.f; }
+
+// Two per-channel sums over the channel's N*S values, (C) each, in double. row(c, base, len, fa, fb) adds the
+// float sums of values [base, base + len) of x's flat (N, C, S) layout into fa, fb; it is called on runs of at
+// most kFloatRun values of one (n, c) row. See the header comment for the (channel, image chunk) task layout.
+template <class Row>
+void channel_sums(int64_t N, int64_t C, int64_t S, std::vector<double>& sum_a, std::vector<double>& sum_b,
+                  const Row& row) {
+    const int64_t per = std::max<int64_t>(1, std::min(N, kChunkValues / std::max<int64_t>(S, 1)));   // images per chunk
+    const int64_t K = (N + per - 1) / per;                                                   // chunks per channel
+    std::vector<double> partial(static_cast<size_t>(2 * C * K));                             // (C, K, 2)
+#pragma omp parallel for schedule(static) if (N * C * S > kParallelWork && C * K > 1)
+    for (int64_t t = 0; t < C * K; ++t) {
+        const int64_t c = t / K, k = t % K;
+        double a = 0, b = 0;
+        for (int64_t n = k * per; n < std::min(N, (k + 1) * per); ++n) {
+            const int64_t base = (n * C + c) * S;
+            for (int64_t s0 = 0; s0 < S; s0 += kFloatRun) {
+                float fa = 0.f, fb = 0.f;
+                row(c, base + s0, std::min(kFloatRun, S - s0), fa, fb);
+                a += fa, b += fb;
+            }
+        }
+        partial[2 * t] = a, partial[2 * t + 1] = b;
+    }
+    sum_a.assign(static_cast<size_t>(C), 0.0), sum_b.assign(static_cast<size_t>(C), 0.0);
+    for (int64_t c = 0; c < C; ++c)
+        for (int64_t k = 0; k < K; ++k) sum_a[c] += partial[2 * (c * K + k)], sum_b[c] += partial[2 * (c * K + k) + 1];
+}
+
+// Forward pass 2, flat over x's (N, C, S) values in word-aligned blocks: y = x a_c + b_c, then relu, then the mask
+// words of y > 0 from the block just written.
+void write_output(const float* px, float* py, uint64_t* mask, int64_t N, int64_t C, int64_t S,
+                  const std::vector<float>& A, const std::vector<float>& B, bool relu) {
+    const int64_t n = N * C * S;
+    const int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (n > kParallelWork)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+        const int64_t begin = blk * kBlock, end = std::min(n, begin + kBlock);
+        for (int64_t i = begin; i < end;) {
+            const int64_t r = i / S, row_end = std::min((r + 1) * S, end);
+            const float a = A[r % C], b = B[r % C];
+            if (relu) {
+                for (int64_t j = i; j < row_end; ++j) {
+                    const float v = px[j] * a + b;
+                    py[j] = v > 0.f ? v : 0.f;
+                }
+            } else {
+                for (int64_t j = i; j < row_end; ++j) py[j] = px[j] * a + b;
+            }
+            i = row_end;
+        }
+        if (!mask) continue;
+        for (int64_t w = begin / 64; w * 64 < end; ++w) {
+            uint64_t word = 0;
+            const int64_t w_end = std::min<int64_t>(64, end - w * 64);
+            for (int64_t t = 0; t < w_end; ++t) word |= static_cast<uint64_t>(py[w * 64 + t] > 0.f) << t;
+            mask[w] = word;
+        }
+    }
+}
+
+// gx, gweight, gbias of batch_norm and batch_norm_relu.
 struct BatchNormBackward final : Node {
     int64_t N = 0, C = 0, S = 0;   // x viewed as (N, C, S)
     bool training = true;
+    bool relu = false;             // batch_norm_relu: g is first masked by the saved y > 0 bits
     float eps = 1e-5f;
 
     std::vector<Tensor> backward(const Tensor& g_in) override {
@@ -66,84 +167,92 @@ struct BatchNormBackward final : Node {
             if (want_w) x = ctx.unpack("x"), running_mean = ctx.unpack("running_mean");
             if (need_xhat) running_var = ctx.unpack("running_var");
         }
+        const uint64_t* mask = relu ? ctx.mask("mask").words() : nullptr;
+        std::vector<float> w(C, 1.f), centre(C, 0.f), scale(C, 1.f);   // (C) each
+        for (int64_t c = 0; c < C; ++c) {
+            if (weight.defined()) w[c] = at(weight, c);
+            if (!need_xhat) continue;
+            if (training) {
+                centre[c] = mean.f32()[c], scale[c] = rstd.f32()[c];
+            } else {
+                scale[c] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(at(running_var, c)) + eps));
+                if (want_w) centre[c] = at(running_mean, c);
+            }
+        }
         const float* pg = g.f32();
         const float* px = x.defined() ? x.f32() : nullptr;
-        float* pgx = want_x ? gx.f32() : nullptr;
-        const int64_t n_img = N, n_ch = C, n_sp = S;
-        const double M = static_cast<double>(N * S);
+        // gm = g * 1[y > 0] under the fused ReLU (exact: relu's own backward), else g: select(word, j, pg[j]).
 
-#pragma omp parallel for schedule(static) if (N * C * S > kParallelWork && C > 1)
-        for (int64_t c = 0; c < n_ch; ++c) {
-            const float w = weight.defined() ? at(weight, c) : 1.f;
-            float centre = 0.f, scale = 1.f;
-            if (need_xhat) {
-                if (training) {
-                    centre = mean.f32()[c], scale = rstd.f32()[c];
-                } else {
-                    scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(at(running_var, c)) + eps));
-                    if (want_w) centre = at(running_mean, c);
-                }
-            }
-            // Reductions over the channel's M values: sum_g = Σ g, sum_gxhat = Σ g * x_hat.
-            double sum_g = 0, sum_gxhat = 0;
-            const bool need_sums = want_b || want_w || (want_x && training);
-            if (need_sums) {
-                for (int64_t n = 0; n < n_img; ++n) {
-                    const int64_t base = (n * n_ch + c) * n_sp;
-                    const float* gr = pg + base;   // (S)
-                    if (px && (want_w || training)) {
-                        const float* xr = px + base;   // (S)
-                        for (int64_t s = 0; s < n_sp; ++s) {
-                            sum_g += gr[s];
-                            sum_gxhat += static_cast<double>(gr[s]) * ((xr[s] - centre) * scale);
+        // Pass 1, reductions over the channel's M values: sum_g = Σ gm, sum_gxhat = Σ gm * x_hat.
+        std::vector<double> sum_g, sum_gxhat;
+        const bool need_gxhat = want_w || (want_x && training);
+        if (want_b || need_gxhat) {
+            channel_sums(N, C, S, sum_g, sum_gxhat, [&](int64_t c, int64_t i0, int64_t len, float& fa, float& fb) {
+                const float ce = centre[c], sc = scale[c];
+                for_each_word(mask, i0, i0 + len, [&](int64_t j0, int64_t j1, uint64_t word) {
+                    float a = 0.f, b = 0.f;
+                    if (need_gxhat) {
+#pragma omp simd reduction(+ : a, b)
+                        for (int64_t j = j0; j < j1; ++j) {
+                            const float v = select(word, j, pg[j]);
+                            a += v;
+                            b += v * ((px[j] - ce) * sc);
                         }
                     } else {
-                        for (int64_t s = 0; s < n_sp; ++s) sum_g += gr[s];
+#pragma omp simd reduction(+ : a)
+                        for (int64_t j = j0; j < j1; ++j) a += select(word, j, pg[j]);
                     }
-                }
-            }
-            // gweight_c = Σ_{n,s} g * x_hat      gbias_c = Σ_{n,s} g          (C) -- reduced over N and S here
-            if (want_w) gw.f32()[c] = static_cast<float>(sum_gxhat);
-            if (want_b) gb.f32()[c] = static_cast<float>(sum_g);
-            if (!want_x) continue;
+                    fa += a, fb += b;
+                });
+            });
+        }
+        // gweight_c = Σ_{n,s} gm * x_hat      gbias_c = Σ_{n,s} gm          (C) -- reduced over N and S here
+        for (int64_t c = 0; c < C; ++c) {
+            if (want_w) gw.f32()[c] = static_cast<float>(sum_gxhat[c]);
+            if (want_b) gb.f32()[c] = static_cast<float>(sum_g[c]);
+        }
+        if (!want_x) return {gx, gw, gb};
+
+        // Pass 2, over (n, c) rows.
+        float* pgx = gx.f32();
+        const double M = static_cast<double>(N * S);
+        const int64_t n_ch = C, n_sp = S;
+#pragma omp parallel for schedule(static) if (N * C * S > kParallelWork)
+        for (int64_t r = 0; r < N * n_ch; ++r) {
+            const int64_t c = r % n_ch, base = r * n_sp;   // row (n, c): values [base, base + S)
             if (training) {
                 // y = w x_hat + b, x_hat = (x - mean) rstd, mean and var taken over the channel's M values.
-                // gx_hat = g w. Differentiating through mean and var (biased, 1/M):
+                // gx_hat = gm w. Differentiating through mean and var (biased, 1/M):
                 //   gx = rstd/M * (M gx_hat - Σ gx_hat - x_hat Σ(gx_hat x_hat))
-                //      = w rstd * (g - Σg/M - x_hat Σ(g x_hat)/M)                  (N, C, S) -- exact
-                const float k = w * scale;
-                const float mean_g = static_cast<float>(sum_g / M);
-                const float mean_gxhat = static_cast<float>(sum_gxhat / M);
-                for (int64_t n = 0; n < n_img; ++n) {
-                    const int64_t base = (n * n_ch + c) * n_sp;
-                    const float* gr = pg + base;
-                    const float* xr = px + base;
-                    float* o = pgx + base;
-                    for (int64_t s = 0; s < n_sp; ++s)
-                        o[s] = k * (gr[s] - mean_g - (xr[s] - centre) * scale * mean_gxhat);
-                }
+                //      = w rstd * (gm - Σgm/M - x_hat Σ(gm x_hat)/M)                 (N, C, S) -- exact
+                const float k = w[c] * scale[c], ce = centre[c], sc = scale[c];
+                const float mean_g = static_cast<float>(sum_g[c] / M);
+                const float mean_gxhat = static_cast<float>(sum_gxhat[c] / M);
+                for_each_word(mask, base, base + n_sp, [&](int64_t j0, int64_t j1, uint64_t word) {
+#pragma omp simd
+                    for (int64_t j = j0; j < j1; ++j)
+                        pgx[j] = k * (select(word, j, pg[j]) - mean_g - (px[j] - ce) * sc * mean_gxhat);
+                });
             } else {
-                // y = x a + c with constant a = w / sqrt(running_var + eps):  gx = g a      (N, C, S) -- exact
-                const float a = w * scale;
-                for (int64_t n = 0; n < n_img; ++n) {
-                    const int64_t base = (n * n_ch + c) * n_sp;
-                    for (int64_t s = 0; s < n_sp; ++s) pgx[base + s] = pg[base + s] * a;
-                }
+                // y = x a + c with constant a = w / sqrt(running_var + eps):  gx = gm a      (N, C, S) -- exact
+                const float a = w[c] * scale[c];
+                for_each_word(mask, base, base + n_sp, [&](int64_t j0, int64_t j1, uint64_t word) {
+#pragma omp simd
+                    for (int64_t j = j0; j < j1; ++j) pgx[j] = select(word, j, pg[j]) * a;
+                });
             }
         }
         return {gx, gw, gb};
     }
 };
 
-}  // namespace
-
-Tensor batch_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
-                  const Tensor& running_var, bool training, float momentum, float eps) {
-    if (!x_in.defined()) throw Error("batch_norm: x is undefined");
-    if (x_in.dtype() != DType::F32)
-        throw Error(fmt("batch_norm: expected x f32, got ", dtype_name(x_in.dtype())));
+Tensor batch_norm_impl(const char* op, const Tensor& x_in, const Tensor& weight, const Tensor& bias,
+                       const Tensor& running_mean, const Tensor& running_var, bool training, float momentum, float eps,
+                       bool relu) {
+    if (!x_in.defined()) throw Error(fmt(op, ": x is undefined"));
+    if (x_in.dtype() != DType::F32) throw Error(fmt(op, ": expected x f32, got ", dtype_name(x_in.dtype())));
     if (x_in.dim() < 2 || x_in.dim() > 4)
-        throw Error(fmt("batch_norm: expected x (N, C), (N, C, L) or (N, C, H, W), got ", shape_str(x_in.shape()),
+        throw Error(fmt(op, ": expected x (N, C), (N, C, L) or (N, C, H, W), got ", shape_str(x_in.shape()),
                         "; hint: add the batch dimension (unsqueeze(0)) for a single sample"));
     const int64_t N = x_in.size(0), C = x_in.size(1);
     int64_t S = 1;   // H*W, L, or 1
@@ -153,44 +262,48 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, 
     check_channel_vector(running_mean, "running_mean", C, x_in);
     check_channel_vector(running_var, "running_var", C, x_in);
     if (running_mean.defined() != running_var.defined())
-        throw Error(fmt("batch_norm: running_mean and running_var must be given together, got ",
+        throw Error(fmt(op, ": running_mean and running_var must be given together, got ",
                         running_mean.defined() ? "only running_mean" : "only running_var",
                         "; hint: pass both buffers, or neither (track_running_stats=False)"));
     if (!training && !running_mean.defined())
-        throw Error("batch_norm: eval mode (training=false) needs running_mean and running_var, got none; hint: "
-                    "pass the running buffers, or use training=true to normalise with batch statistics");
+        throw Error(fmt(op, ": eval mode (training=false) needs running_mean and running_var, got none; hint: "
+                            "pass the running buffers, or use training=true to normalise with batch statistics"));
     for (const Tensor* t : {&running_mean, &running_var})
         if (t->defined() && t->requires_grad())
-            throw Error("batch_norm: running statistics must not require grad; hint: they are buffers, not parameters");
+            throw Error(fmt(op, ": running statistics must not require grad; hint: they are buffers, not parameters"));
     const int64_t M = N * S;
     if (training && M <= 1)
-        throw Error(fmt("batch_norm: expected more than 1 value per channel when training, got x ",
-                        shape_str(x_in.shape()), "; hint: use a batch of more than one sample, or eval mode"));
+        throw Error(fmt(op, ": expected more than 1 value per channel when training, got x ", shape_str(x_in.shape()),
+                        "; hint: use a batch of more than one sample, or eval mode"));
 
     Tensor x = x_in.contiguous();   // (N, C, S)
     Tensor y = Tensor::empty(x.shape());
     Tensor mean = Tensor::empty({C}), rstd = Tensor::empty({C});   // (C): batch stats (training only)
     const float* px = x.f32();
-    float* py = y.f32();
     const bool update = training && running_mean.defined();
 
-#pragma omp parallel for schedule(static) if (N * C * S > kParallelWork && C > 1)
+    std::vector<float> A(C), B(C);   // (C): y = x A + B per channel
+    std::vector<double> s1, s2;
+    if (training && M > 0) {
+        // Pass 1: Σ(x - shift), Σ(x - shift)^2, shift = the channel's first value.
+        channel_sums(N, C, S, s1, s2, [&](int64_t c, int64_t i0, int64_t len, float& fa, float& fb) {
+            const float shift = px[c * S];
+            float a = 0.f, b = 0.f;
+#pragma omp simd reduction(+ : a, b)
+            for (int64_t i = i0; i < i0 + len; ++i) {
+                const float d = px[i] - shift;
+                a += d;
+                b += d * d;
+            }
+            fa += a, fb += b;
+        });
+    }
     for (int64_t c = 0; c < C; ++c) {
         float mu, inv_std;   // the per-channel centre and 1/std used for y
         if (training) {
-            // One pass: Σ(x - shift), Σ(x - shift)^2 in double, shift = the channel's first value.
             const double shift = px[c * S];
-            double s1 = 0, s2 = 0;
-            for (int64_t n = 0; n < N; ++n) {
-                const float* xr = px + (n * C + c) * S;   // (S)
-                for (int64_t s = 0; s < S; ++s) {
-                    const double d = xr[s] - shift;
-                    s1 += d;
-                    s2 += d * d;
-                }
-            }
-            const double dmean = s1 / M;
-            const double var = std::max(0.0, s2 / M - dmean * dmean);   // biased: normalises the batch
+            const double dmean = s1[c] / M;
+            const double var = std::max(0.0, s2[c] / M - dmean * dmean);   // biased: normalises the batch
             mu = static_cast<float>(shift + dmean);
             inv_std = static_cast<float>(1.0 / std::sqrt(var + eps));
             mean.f32()[c] = mu;
@@ -207,21 +320,20 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, 
             inv_std = static_cast<float>(1.0 / std::sqrt(static_cast<double>(at(running_var, c)) + eps));
         }
         // y = (x - mu) inv_std w + b = x a + (b - mu a)
-        const float a = (weight.defined() ? at(weight, c) : 1.f) * inv_std;
-        const float b = (bias.defined() ? at(bias, c) : 0.f) - mu * a;
-        for (int64_t n = 0; n < N; ++n) {
-            const float* xr = px + (n * C + c) * S;
-            float* yr = py + (n * C + c) * S;
-            for (int64_t s = 0; s < S; ++s) yr[s] = xr[s] * a + b;
-        }
+        A[c] = (weight.defined() ? at(weight, c) : 1.f) * inv_std;
+        B[c] = (bias.defined() ? at(bias, c) : 0.f) - mu * A[c];
     }
     if (update) {   // raw buffer writes above, outside the graph (no-grad); tell savers of these buffers
         running_mean.bump_version();
         running_var.bump_version();
     }
 
-    if (auto node = record<BatchNormBackward>("batch_norm", {x, weight, bias}, y)) {
-        node->N = N, node->C = C, node->S = S, node->training = training, node->eps = eps;
+    // Pass 2 (and the ReLU's mask, only when a node will be recorded to keep it).
+    BitMask mask = relu && any_requires_grad({x, weight, bias}) ? BitMask(x.numel()) : BitMask();
+    write_output(px, y.f32(), mask.size() ? mask.words() : nullptr, N, C, S, A, B, relu);
+
+    if (auto node = record<BatchNormBackward>(op, {x, weight, bias}, y)) {
+        node->N = N, node->C = C, node->S = S, node->training = training, node->eps = eps, node->relu = relu;
         const bool want_x = node->needs_grad(0), want_w = node->needs_grad(1);
         if (want_x && weight.defined()) node->ctx.save("weight", weight, SaveKind::Parameter);
         if (training) {
@@ -237,8 +349,22 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, 
             }
             if (want_x || want_w) node->ctx.save("running_var", running_var, SaveKind::Parameter);
         }
+        if (relu) node->ctx.save_mask("mask", std::move(mask), y.shape());
     }
     return y;
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                  const Tensor& running_var, bool training, float momentum, float eps) {
+    return batch_norm_impl("batch_norm", x, weight, bias, running_mean, running_var, training, momentum, eps, false);
+}
+
+Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                       const Tensor& running_var, bool training, float momentum, float eps) {
+    return batch_norm_impl("batch_norm_relu", x, weight, bias, running_mean, running_var, training, momentum, eps,
+                           true);
 }
 
 }  // namespace razor

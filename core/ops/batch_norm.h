@@ -1,6 +1,8 @@
-// core/ops/batch_norm.h -- batch normalisation over the channel dimension of (N, C) or (N, C, H, W).
+// core/ops/batch_norm.h -- batch normalisation over the channel dimension of (N, C) or (N, C, H, W), optionally
+// fused with the ReLU that follows it.
 //
-// reference: torch.nn.functional.batch_norm. docs: docs/back-razor.md §5.4 (BN modes) and §6.3 (razored input).
+// reference: torch.nn.functional.batch_norm (and relu(batch_norm(...))). docs: docs/ops.md "batch_norm",
+// docs/back-razor.md §5.4 (BN modes) and §6.3 (razored input), docs/bench-ops.md (fused BN+ReLU figures).
 #pragma once
 
 #include "core/tensor.h"
@@ -17,5 +19,11 @@ namespace razor {
 //   requires grad (for gweight), so a frozen BN in eval mode saves nothing.
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                   const Tensor& running_var, bool training, float momentum = 0.1f, float eps = 1e-5f);
+
+// relu(batch_norm(...)) in one op: same arguments, same results (bit-identical forward), same saves as the pair
+// (batch_norm's items plus ReLU's 1-bit mask of y > 0), without the intermediate (N, C, ...) tensor and with the
+// mask applied inside the BN backward's passes.
+Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                       const Tensor& running_var, bool training, float momentum = 0.1f, float eps = 1e-5f);
 
 }  // namespace razor

@@ -192,7 +192,9 @@ TEST_CASE("models: summary (razor info) counts parameters, FLOPs and the tape pe
     CHECK(rows.at("conv1")->macs == 2 * 16 * 32 * 32 * 3 * 9);
     CHECK(rows.at("conv1")->saved_bytes == 2 * 3 * 32 * 32 * 4);            // its input, dense fp32
     CHECK(rows.at("layer1.0.conv1")->saved_bytes == 2 * 16 * 32 * 32 * 4);
-    CHECK(rows.at("")->saved_bytes == 2 * 16 * 32 * 32 / 8);                 // the stem's ReLU: 1 bit per element
+    // the stem's fused BN + ReLU: its input dense fp32, mean and rstd, and the ReLU's 1 bit per element
+    CHECK(rows.at("bn1")->saved_bytes == 2 * 16 * 32 * 32 * 4 + 2 * 16 * 4 + 2 * 16 * 32 * 32 / 8);
+    CHECK(rows.at("")->saved_bytes == 0);                                    // pool and flatten save nothing
     CHECK(rows.at("layer2.0")->output == Shape{2, 32, 16, 16});
     CHECK(rows.at("layer2.0.shortcut")->type == "PadShortcut");
     CHECK(rows.at("linear")->macs == 2 * 10 * 64);

@@ -152,6 +152,11 @@ TEST_CASE("razor policy: r = 0 with fp32 values gives gradients bit-identical to
         Tensor rm = Tensor::zeros({3}), rv = Tensor::ones({3});
         auto bn = [&] { return batch_norm(x, w, b, rm, rv, true); };
         check_all_bit_equal(run(dense_policy(), {x, w, b}, bn), run(lossless, {x, w, b}, bn), "batch_norm");
+        auto bn_relu = [&] { return batch_norm_relu(x, w, b, rm, rv, true); };
+        const Result fused = run(lossless, {x, w, b}, bn_relu);
+        check_all_bit_equal(run(dense_policy(), {x, w, b}, bn_relu), fused, "batch_norm_relu");
+        CHECK(find_record(fused, "batch_norm_relu", "x")->format == "bitmap+f32 r=0.00");
+        CHECK(find_record(fused, "batch_norm_relu", "mask")->format == "bits");
         Tensor y = offset_leaf({3, 4, 10}, 14, 2.f, 5.f), lw = offset_leaf({10}, 15, 0.2f, 1.f), lb = randn_leaf({10}, 16);
         auto ln = [&] { return layer_norm(y, lw, lb); };
         check_all_bit_equal(run(dense_policy(), {y, lw, lb}, ln), run(lossless, {y, lw, lb}, ln), "layer_norm");

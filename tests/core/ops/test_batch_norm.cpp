@@ -1,5 +1,8 @@
 // tests/core/ops/test_batch_norm.cpp -- batch_norm: gradcheck (train/eval, affine on/off, NCHW and NC), PyTorch
 // parity (incl. running-stat updates and the cumulative num-batches average), errors, what is saved.
+#include <algorithm>
+#include <limits>
+
 #include "support/gradcheck.h"
 
 using namespace razor;
@@ -188,4 +191,162 @@ TEST_CASE("batch_norm: large input (parallel path) matches the small-path formul
     Tensor y = batch_norm(x, {}, {}, {}, {}, true, 0.1f, 0.f);
     const std::vector<float> out = y.to_vector();
     for (int64_t i = 0; i < N * C * S; ++i) REQUIRE(std::abs(out[i] - (v[i] - 100.f * ((i / S) % C))) < 1e-4f);
+}
+
+// ---------------------------------------------------------------- batch_norm_relu (the fused pair)
+
+namespace {
+// A per-channel bias that puts every relu(batch_norm(x, weight, bias)) input at least a few hundredths away from
+// ReLU's kink at 0 (finite differences must not step across it): the midpoint of the widest gap between the
+// channel's sorted normalised values, taken in the middle half so about half the outputs are clipped.
+Tensor bias_away_from_kink(const Tensor& x, const Tensor& weight, bool training, const Tensor& rm, const Tensor& rv) {
+    NoGradGuard no_grad;
+    const int64_t N = x.size(0), C = x.size(1), S = x.numel() / (N * C);
+    Tensor rm_copy = rm.defined() ? rm.clone() : Tensor(), rv_copy = rv.defined() ? rv.clone() : Tensor();
+    const std::vector<float> y0 = batch_norm(x.detach(), weight.detach(), {}, rm_copy, rv_copy, training).to_vector();
+    std::vector<float> b(C);
+    for (int64_t c = 0; c < C; ++c) {
+        std::vector<float> v;
+        for (int64_t n = 0; n < N; ++n)
+            for (int64_t s = 0; s < S; ++s) v.push_back(y0[(n * C + c) * S + s]);
+        std::sort(v.begin(), v.end());
+        size_t best = v.size() / 4;
+        for (size_t i = v.size() / 4; i + 1 < 3 * v.size() / 4; ++i)
+            if (v[i + 1] - v[i] > v[best + 1] - v[best]) best = i;
+        b[c] = -(v[best] + v[best + 1]) / 2;
+    }
+    return Tensor::from_vector({C}, b).requires_grad_();
+}
+float min_abs(const Tensor& t) {
+    float m = std::numeric_limits<float>::infinity();
+    for (float v : t.to_vector()) m = std::min(m, std::abs(v));
+    return m;
+}
+}  // namespace
+
+TEST_CASE("batch_norm_relu: gradcheck in training and eval mode") {
+    SUBCASE("training, NCHW, affine") {
+        Tensor x = randn_leaf({3, 2, 3, 3}, 51, 2.f), w = positive({2}, 52, true);
+        Tensor b = bias_away_from_kink(x, w, true, {}, {});
+        REQUIRE(min_abs(batch_norm(x, w, b, {}, {}, true)) > 0.03f);
+        gradcheck("batch_norm_relu train",
+                  [](const std::vector<Tensor>& in) { return batch_norm_relu(in[0], in[1], in[2], {}, {}, true); },
+                  {x, w, b});
+    }
+    SUBCASE("eval, NCHW, affine") {
+        Tensor x = randn_leaf({2, 3, 3, 2}, 53), w = positive({3}, 54, true);
+        Tensor rm = constant(randn_leaf({3}, 55)), rv = positive({3}, 56, false);
+        Tensor b = bias_away_from_kink(x, w, false, rm, rv);
+        REQUIRE(min_abs(batch_norm(x, w, b, rm, rv, false)) > 0.03f);
+        gradcheck("batch_norm_relu eval",
+                  [=](const std::vector<Tensor>& in) { return batch_norm_relu(in[0], in[1], in[2], rm, rv, false); },
+                  {x, w, b});
+    }
+}
+
+TEST_CASE("batch_norm_relu: matches PyTorch relu(batch_norm(x)) (forward, backward, running statistics)") {
+    SafeTensors fx = load_fixture("batch_norm_relu");
+    auto& t = fx.tensors;
+    for (std::string c : {"train_nchw", "train_noaffine", "eval_nchw"}) {
+        CAPTURE(c);
+        const bool affine = t.count(c + ".weight") > 0, running = t.count(c + ".running_mean") > 0;
+        const bool training = c.rfind("train", 0) == 0;
+        Tensor x = leaf(t.at(c + ".x"));
+        Tensor w = affine ? leaf(t.at(c + ".weight")) : Tensor(), b = affine ? leaf(t.at(c + ".bias")) : Tensor();
+        Tensor rm = running ? constant(t.at(c + ".running_mean")) : Tensor();
+        Tensor rv = running ? constant(t.at(c + ".running_var")) : Tensor();
+        Tensor y = batch_norm_relu(x, w, b, rm, rv, training, 0.1f, 1e-5f);
+        check_close(y, t.at(c + ".out"), 1e-5, 1e-5, c + " forward");
+        y.backward(t.at(c + ".grad_out"));
+        check_close(x.grad(), t.at(c + ".grad_x"), 1e-4, 1e-5, c + " grad x");   // 1e-4: see batch_norm's parity test
+        if (affine) {
+            check_close(w.grad(), t.at(c + ".grad_weight"), 1e-4, 1e-5, c + " grad weight");
+            check_close(b.grad(), t.at(c + ".grad_bias"), 1e-4, 1e-5, c + " grad bias");
+        }
+        if (running) {
+            check_close(rm, t.at(c + ".running_mean_after"), 1e-5, 1e-6, c + " running_mean");
+            check_close(rv, t.at(c + ".running_var_after"), 1e-5, 1e-6, c + " running_var (unbiased)");
+        }
+    }
+}
+
+TEST_CASE("batch_norm_relu: equals relu(batch_norm(x)) bit for bit, saves the same bytes, parallel path included") {
+    // (16, 6, 16, 16) = 24576 values: above the OpenMP threshold, several image chunks per channel.
+    for (bool training : {true, false}) {
+        CAPTURE(training);
+        Tensor x1 = randn_leaf({16, 6, 16, 16}, 61, 2.f), x2 = leaf(x1.detach());
+        Tensor w1 = positive({6}, 62, true), w2 = leaf(w1.detach()), b1 = randn_leaf({6}, 63), b2 = leaf(b1.detach());
+        Tensor rm1 = constant(randn_leaf({6}, 64)), rv1 = positive({6}, 65, false), rm2 = rm1.clone(), rv2 = rv1.clone();
+        const Tensor g = randn_leaf({16, 6, 16, 16}, 66).detach();
+
+        const int64_t before = TapeAccounting::instance().live().stored_bytes;
+        Tensor pair = relu(batch_norm(x1, w1, b1, rm1, rv1, training));
+        const int64_t pair_bytes = TapeAccounting::instance().live().stored_bytes - before;
+        pair.backward(g);
+        Tensor fused = batch_norm_relu(x2, w2, b2, rm2, rv2, training);
+        const int64_t fused_bytes = TapeAccounting::instance().live().stored_bytes - before;
+        fused.backward(g);
+
+        CHECK(fused_bytes == pair_bytes);
+        CHECK(fused_bytes == (training ? 16 * 6 * 256 * 4 + 2 * 6 * 4 : 16 * 6 * 256 * 4) + 16 * 6 * 256 / 8);
+        CHECK(fused.to_vector() == pair.to_vector());
+        CHECK(x2.grad().to_vector() == x1.grad().to_vector());
+        CHECK(w2.grad().to_vector() == w1.grad().to_vector());
+        CHECK(b2.grad().to_vector() == b1.grad().to_vector());
+        CHECK(rm2.to_vector() == rm1.to_vector());
+        CHECK(rv2.to_vector() == rv1.to_vector());
+    }
+}
+
+TEST_CASE("batch_norm: a channel's results depend neither on the other channels in the call nor on the threads") {
+    // VR-PGE's compact BN runs on the kept channels only. With H*W a multiple of 64 (the backward's 64-value mask
+    // words then start at row starts) it equals the full BN on those channels bit for bit; otherwise the backward's
+    // float partial sums are split at other points and agree to rounding.
+    Tensor x = randn_leaf({80, 5, 8, 8}, 71, 3.f), w = positive({5}, 72, true), b = randn_leaf({5}, 73);
+    const Tensor g = randn_leaf({80, 5, 8, 8}, 74).detach();   // 2 image chunks per channel
+    const Tensor kept = Tensor::from_vector_i64({2}, {1, 3});
+    auto run = [&](bool subset) {
+        Tensor xs = leaf((subset ? index_select(x, 1, kept) : x).detach());
+        Tensor ws = leaf((subset ? index_select(w, 0, kept) : w).detach());
+        Tensor bs = leaf((subset ? index_select(b, 0, kept) : b).detach());
+        Tensor y = batch_norm_relu(xs, ws, bs, {}, {}, true);
+        y.backward(subset ? index_select(g, 1, kept) : g);
+        NoGradGuard no_grad;
+        if (!subset) return std::vector<Tensor>{index_select(y, 1, kept), index_select(xs.grad(), 1, kept),
+                                                index_select(ws.grad(), 0, kept)};
+        return std::vector<Tensor>{y, xs.grad(), ws.grad()};
+    };
+    const std::vector<Tensor> full = run(false), part = run(true);
+    for (size_t i = 0; i < full.size(); ++i) CHECK(full[i].to_vector() == part[i].to_vector());
+    const int threads = num_threads();
+    set_num_threads(1);
+    const std::vector<Tensor> one = run(false);
+    set_num_threads(threads);
+    for (size_t i = 0; i < full.size(); ++i) CHECK(full[i].to_vector() == one[i].to_vector());
+}
+
+TEST_CASE("batch_norm_relu: what is saved (the pair's items: BN's, plus ReLU's 1-bit mask)") {
+    auto live = [] { return TapeAccounting::instance().live().stored_bytes; };
+    Tensor x = randn_leaf({4, 3, 4, 4}, 81);   // 192 floats = 768 bytes, mask 24 bytes (3 words of 64 bits)
+    Tensor w = positive({3}, 82, false), b = randn_leaf({3}, 83).detach().clone();
+    Tensor rm = Tensor::zeros({3}), rv = Tensor::ones({3});
+    SUBCASE("eval mode, frozen affine: the mask only") {
+        Tensor y = batch_norm_relu(x, w, b, rm, rv, false);
+        CHECK(live() == 24);
+        y.backward(Tensor::ones(y.shape()));
+        CHECK(live() == 0);
+    }
+    SUBCASE("training: x, mean and rstd, mask") {
+        Tensor y = batch_norm_relu(x, w, b, rm, rv, true);
+        CHECK(live() == 768 + 2 * 3 * 4 + 24);
+        CHECK(TapeAccounting::instance().live().items == 5);   // x, mean, rstd, weight (reference), mask
+        y.backward(Tensor::ones(y.shape()));
+        CHECK(live() == 0);
+    }
+    SUBCASE("no grad: nothing recorded") {
+        NoGradGuard no_grad;
+        Tensor y = batch_norm_relu(x, w, b, rm, rv, true);
+        CHECK_FALSE(y.requires_grad());
+        CHECK(live() == 0);
+    }
 }

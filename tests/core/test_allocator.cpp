@@ -1,0 +1,46 @@
+// tests/core/test_allocator.cpp -- the caching allocator: reuse by size class, exact accounting, empty_cache.
+// (A whole training step that allocates nothing from the OS after warm-up: tests/models/test_models.cpp.)
+#include "support/gradcheck.h"
+
+using namespace razor;
+
+TEST_CASE("allocator: a freed block is reused for the same size class; live and peak bytes stay exact") {
+    empty_cache();
+    const MemoryStats before = memory_stats();
+    reset_peak_memory();
+    void* first = nullptr;
+    {
+        Tensor a = Tensor::empty({100'000});   // 400,000 bytes
+        first = a.f32();
+        CHECK(memory_stats().live_bytes - before.live_bytes == 400'000);
+    }
+    const MemoryStats freed = memory_stats();
+    CHECK(freed.live_bytes == before.live_bytes);
+    CHECK(freed.cached_bytes >= 400'000);
+    {
+        Tensor b = Tensor::empty({99'000});    // 396,000 bytes: the same size class (8 classes per power of two)
+        CHECK(b.f32() == first);
+        CHECK(memory_stats().os_allocations == freed.os_allocations);
+        CHECK(memory_stats().allocations == freed.allocations + 1);
+        CHECK(memory_stats().live_bytes - before.live_bytes == 396'000);   // what the tensor asked for, not the block
+        CHECK(memory_stats().cached_bytes == freed.cached_bytes - 425'984);   // the class: 13 * 2^15 bytes
+        Tensor c = Tensor::empty({200'000});   // another class: from the OS
+        CHECK(memory_stats().os_allocations == freed.os_allocations + 1);
+    }
+    CHECK(memory_stats().peak_bytes - before.live_bytes == 396'000 + 800'000);
+    CHECK(memory_stats().live_bytes == before.live_bytes);
+}
+
+TEST_CASE("allocator: empty_cache returns every cached block; os_bytes = live blocks + cache") {
+    { Tensor a = Tensor::empty({50'000}), b = Tensor::empty({3, 7}); }
+    CHECK(memory_stats().cached_bytes > 0);
+    const int64_t held = memory_stats().os_bytes;
+    empty_cache();
+    const MemoryStats s = memory_stats();
+    CHECK(s.cached_bytes == 0);
+    CHECK(s.os_bytes < held);
+    CHECK(s.os_bytes >= s.live_bytes);   // live blocks at their class size (>= what was asked)
+    Tensor t = Tensor::zeros({1000});   // a block after empty_cache comes from the OS and works as before
+    CHECK(memory_stats().os_allocations == s.os_allocations + 1);
+    CHECK(t.to_vector() == std::vector<float>(1000, 0.f));
+}
