@@ -89,35 +89,30 @@ struct Problem {
     const float* b_packed;   // op(B) in NR-column panels (trans_b), else null: B is read in place
 };
 
-// Column masks of a tile with n <= NR valid columns: vector v covers columns 16v .. 16v+15.
-inline void column_masks(int n, __mmask16 (&mask)[NV]) {
-    for (int v = 0; v < NV; ++v) {
-        const int valid = std::clamp(n - 16 * v, 0, 16);
-        mask[v] = static_cast<__mmask16>((1u << valid) - 1u);
-    }
-}
-
-// c (m <= MR rows, n <= NR columns, row stride ldc) = alpha * a(MR, kc) . b(kc, NR) + beta * c.
+// c (m <= MR rows, n <= 16 * V columns, row stride ldc) = alpha * a(MR, kc) . b(kc, 16 * V) + beta * c, with V <= NV
+// column vectors: a tile edge narrower than NR runs the kernel with only the vectors it needs (a 64-column conv is a
+// 48 + 16 tile pair, a 16-column one a single vector), instead of FMAs on masked-off zeros.
 // a: element (i, k) at a[row[i] + k * step] (rows past m repeat row m - 1: read, computed, never stored);
 // b: row k at b + k * ldb (packed panel: ldb = NR).
+template <int V>
 void micro_kernel(int64_t kc, const float* a, const int64_t (&row)[MR], int64_t step, const float* b, int64_t ldb,
                   float* c, int64_t ldc, int m, int n, float alpha, float beta) {
-    __mmask16 mask[NV];
-    column_masks(n, mask);
-    __m512 acc[MR][NV];
+    __mmask16 mask[V];   // vector v covers columns 16v .. 16v+15
+    for (int v = 0; v < V; ++v) mask[v] = static_cast<__mmask16>((1u << std::clamp(n - 16 * v, 0, 16)) - 1u);
+    __m512 acc[MR][V];
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+        for (int v = 0; v < V; ++v) acc[i][v] = _mm512_setzero_ps();
     for (int64_t k = 0; k < kc; ++k, a += step, b += ldb) {
-        __m512 bv[NV];
+        __m512 bv[V];
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v) bv[v] = _mm512_maskz_loadu_ps(mask[v], b + 16 * v);
+        for (int v = 0; v < V; ++v) bv[v] = _mm512_maskz_loadu_ps(mask[v], b + 16 * v);
 #pragma GCC unroll 8
         for (int i = 0; i < MR; ++i) {
             const __m512 ai = _mm512_set1_ps(a[row[i]]);
 #pragma GCC unroll 4
-            for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
+            for (int v = 0; v < V; ++v) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
         }
     }
     const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
@@ -126,7 +121,7 @@ void micro_kernel(int64_t kc, const float* a, const int64_t (&row)[MR], int64_t 
         if (i >= m) break;
         float* ci = c + i * ldc;
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v) {
+        for (int v = 0; v < V; ++v) {
             __m512 r = _mm512_mul_ps(acc[i][v], va);
             if (beta != 0.f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask[v], ci + 16 * v), r);
             _mm512_mask_storeu_ps(ci + 16 * v, mask[v], r);
@@ -197,8 +192,11 @@ void compute_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t
                     const int64_t j = jc + jr;
                     const int n = static_cast<int>(std::min<int64_t>(NR, jc + nc - j));
                     const float* b = p.b_packed ? p.b_packed + (j / NR) * p.K * NR + pc * NR : p.B + pc * p.ldb + j;
-                    micro_kernel(kc, a, row, a_step, b, p.b_packed ? NR : p.ldb, p.C + i0 * p.ldc + j, p.ldc, m, n,
-                                 p.alpha, beta);
+                    const int64_t ldb = p.b_packed ? NR : p.ldb;
+                    float* c = p.C + i0 * p.ldc + j;
+                    if (n > 32) micro_kernel<3>(kc, a, row, a_step, b, ldb, c, p.ldc, m, n, p.alpha, beta);
+                    else if (n > 16) micro_kernel<2>(kc, a, row, a_step, b, ldb, c, p.ldc, m, n, p.alpha, beta);
+                    else micro_kernel<1>(kc, a, row, a_step, b, ldb, c, p.ldc, m, n, p.alpha, beta);
                 }
             }
         }

@@ -22,8 +22,8 @@
 //
 // Measured (docs/ops.md "Fused ops", perf record of `razor bench --model resnet20 --batch 128 --threads 2`): the
 // fused forward takes 3-5 % of the step against 8.3 % for batch_norm + relu + mask packing; the backward's
-// reduction pass takes 14 % against 7.2 % for the pair's two backwards -- a regression still open (decode each mask
-// word once instead of a shift per element).
+// reduction pass took 14 % against 7.2 % for the pair's two backwards while the mask was decoded by a shift per
+// value; with one masked 16-lane load per 16 mask bits (gm_load16) it takes FIXME.
 //
 // Saves (batch_norm_relu saves exactly what batch_norm followed by relu saves, so tape accounting is unchanged):
 //   training=true   x as SaveKind::Activation (Back Razor may prune it) and per-channel mean and rstd as
@@ -44,6 +44,14 @@
 #include <algorithm>
 #include <cmath>
 #include <vector>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+// GCC 12 reports a false "may be used uninitialized" inside _mm512_reduce_add_ps (avx512fintrin.h), not this code.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#endif
 
 #include "core/autograd.h"
 #include "core/bitmask.h"
@@ -70,18 +78,19 @@ void check_channel_vector(const Tensor& t, const char* what, int64_t C, const Te
 // Element c of a (C) vector that may be a strided view.
 inline float& at(const Tensor& v, int64_t c) { return v.f32()[c * v.strides()[0]]; }
 
-// Calls f(begin, end, word) for the pieces of [i0, i1) that lie in one 64-value mask word, with that word (all ones
-// without a mask). Inner loops then select g by (word >> (j & 63)) & 1 with no branch and vectorise, and the
-// unfused BN backward (no mask) runs the very same loops as the fused one, so both sum in the same order.
-template <class F>
-inline void for_each_word(const uint64_t* mask, int64_t i0, int64_t i1, const F& f) {
-    for (int64_t i = i0; i < i1;) {
-        const int64_t stop = std::min(i1, (i | 63) + 1);
-        f(i, stop, mask ? mask[i >> 6] : ~uint64_t{0});
-        i = stop;
-    }
+// gm = g * 1[y > 0]: the gradient through the fused ReLU (all of g without a mask). Value j's bit is bit j % 64 of
+// mask word j / 64. With AVX-512, 16 values at a time come in one masked load (the 16 mask bits are the load's lane
+// mask); the scalar loop takes the rest. The unfused BN backward (no mask) runs these very loops with all bits set,
+// so batch_norm + relu and batch_norm_relu sum in the same order.
+inline float gm_at(const float* g, const uint64_t* mask, int64_t j) {
+    return !mask || ((mask[j >> 6] >> (j & 63)) & 1u) ? g[j] : 0.f;
 }
-inline float select(uint64_t word, int64_t j, float g) { return (word >> (j & 63)) & 1u ? g : 0.f; }
+#if defined(__AVX512F__)
+inline __m512 gm_load16(const float* g, const uint64_t* mask, int64_t j) {   // j % 16 == 0
+    const auto bits = mask ? static_cast<__mmask16>(mask[j >> 6] >> (j & 63)) : static_cast<__mmask16>(0xFFFF);
+    return _mm512_maskz_loadu_ps(bits, g + j);
+}
+#endif
 
 // Two per-channel sums over the channel's N*S values, (C) each, in double. row(c, base, len, fa, fb) adds the
 // float sums of values [base, base + len) of x's flat (N, C, S) layout into fa, fb; it is called on runs of at
@@ -181,7 +190,7 @@ struct BatchNormBackward final : Node {
         }
         const float* pg = g.f32();
         const float* px = x.defined() ? x.f32() : nullptr;
-        // gm = g * 1[y > 0] under the fused ReLU (exact: relu's own backward), else g: select(word, j, pg[j]).
+        // gm = g * 1[y > 0] under the fused ReLU (exact: relu's own backward), else g: gm_at / gm_load16.
 
         // Pass 1, reductions over the channel's M values: sum_g = Σ gm, sum_gxhat = Σ gm * x_hat.
         std::vector<double> sum_g, sum_gxhat;
@@ -189,21 +198,28 @@ struct BatchNormBackward final : Node {
         if (want_b || need_gxhat) {
             channel_sums(N, C, S, sum_g, sum_gxhat, [&](int64_t c, int64_t i0, int64_t len, float& fa, float& fb) {
                 const float ce = centre[c], sc = scale[c];
-                for_each_word(mask, i0, i0 + len, [&](int64_t j0, int64_t j1, uint64_t word) {
-                    float a = 0.f, b = 0.f;
-                    if (need_gxhat) {
-#pragma omp simd reduction(+ : a, b)
-                        for (int64_t j = j0; j < j1; ++j) {
-                            const float v = select(word, j, pg[j]);
-                            a += v;
-                            b += v * ((px[j] - ce) * sc);
-                        }
-                    } else {
-#pragma omp simd reduction(+ : a)
-                        for (int64_t j = j0; j < j1; ++j) a += select(word, j, pg[j]);
+                const int64_t end = i0 + len;
+                int64_t j = i0;
+                float a = 0.f, b = 0.f;
+#if defined(__AVX512F__)
+                if (j % 16 == 0) {
+                    __m512 va = _mm512_setzero_ps(), vb = _mm512_setzero_ps();
+                    const __m512 vce = _mm512_set1_ps(ce), vsc = _mm512_set1_ps(sc);
+                    for (; j + 16 <= end; j += 16) {
+                        const __m512 v = gm_load16(pg, mask, j);
+                        va = _mm512_add_ps(va, v);
+                        if (need_gxhat)
+                            vb = _mm512_fmadd_ps(v, _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(px + j), vce), vsc), vb);
                     }
-                    fa += a, fb += b;
-                });
+                    a = _mm512_reduce_add_ps(va), b = _mm512_reduce_add_ps(vb);
+                }
+#endif
+                for (; j < end; ++j) {
+                    const float v = gm_at(pg, mask, j);
+                    a += v;
+                    if (need_gxhat) b += v * ((px[j] - ce) * sc);
+                }
+                fa += a, fb += b;
             });
         }
         // gweight_c = Σ_{n,s} gm * x_hat      gbias_c = Σ_{n,s} gm          (C) -- reduced over N and S here
@@ -228,18 +244,24 @@ struct BatchNormBackward final : Node {
                 const float k = w[c] * scale[c], ce = centre[c], sc = scale[c];
                 const float mean_g = static_cast<float>(sum_g[c] / M);
                 const float mean_gxhat = static_cast<float>(sum_gxhat[c] / M);
-                for_each_word(mask, base, base + n_sp, [&](int64_t j0, int64_t j1, uint64_t word) {
-#pragma omp simd
-                    for (int64_t j = j0; j < j1; ++j)
-                        pgx[j] = k * (select(word, j, pg[j]) - mean_g - (px[j] - ce) * sc * mean_gxhat);
-                });
+                int64_t j = base;
+#if defined(__AVX512F__)
+                if (j % 16 == 0) {
+                    const __m512 vk = _mm512_set1_ps(k), vce = _mm512_set1_ps(ce), vsc = _mm512_set1_ps(sc);
+                    const __m512 vmg = _mm512_set1_ps(mean_g), vmgx = _mm512_set1_ps(mean_gxhat);
+                    for (; j + 16 <= base + n_sp; j += 16) {
+                        const __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(px + j), vce), vsc);
+                        const __m512 t = _mm512_sub_ps(_mm512_sub_ps(gm_load16(pg, mask, j), vmg), _mm512_mul_ps(xhat, vmgx));
+                        _mm512_storeu_ps(pgx + j, _mm512_mul_ps(vk, t));
+                    }
+                }
+#endif
+                for (; j < base + n_sp; ++j) pgx[j] = k * (gm_at(pg, mask, j) - mean_g - (px[j] - ce) * sc * mean_gxhat);
             } else {
                 // y = x a + c with constant a = w / sqrt(running_var + eps):  gx = gm a      (N, C, S) -- exact
                 const float a = w[c] * scale[c];
-                for_each_word(mask, base, base + n_sp, [&](int64_t j0, int64_t j1, uint64_t word) {
 #pragma omp simd
-                    for (int64_t j = j0; j < j1; ++j) pgx[j] = select(word, j, pg[j]) * a;
-                });
+                for (int64_t j = base; j < base + n_sp; ++j) pgx[j] = gm_at(pg, mask, j) * a;
             }
         }
         return {gx, gw, gb};

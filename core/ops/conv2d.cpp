@@ -230,46 +230,104 @@ void channel_sums(const float* g, int64_t N, int64_t OC, int64_t hw, float* sums
 
 // ---------------------------------------------------------------- im2col + GEMM path
 
-void conv2d_forward(const ConvGeometry& g, const float* x /*(N, C, H, W)*/, const float* w /*(OC, Cg, KH, KW)*/,
-                    const float* b /*(OC) or null*/, float* y /*(N, OC, OH, OW)*/) {
-    const int64_t ohw = g.ohw(), cgkk = g.Cg * g.kk();
-    const int64_t rows = g.pointwise() ? g.OH : tile_rows(g);
-    const int64_t col_size = g.pointwise() ? 0 : g.C * g.kk() * rows * g.OW;
-    const int64_t chunks = batch_chunks(g.N);
-    Tensor workspace = Tensor::empty({chunks * col_size});   // per-chunk im2col tile buffers
-    float* ws = workspace.f32();
-#pragma omp parallel for schedule(static, 1) if (chunks > 1)
-    for (int64_t t = 0; t < chunks; ++t) {
-        float* col = ws + t * col_size;   // (C*KK, T)
-        for (int64_t n = g.N * t / chunks; n < g.N * (t + 1) / chunks; ++n) {
-            const float* xn = x + n * g.C * g.hw();
-            float* yn = y + n * g.OC * ohw;   // (OC, OHW)
-            if (b)
-                for (int64_t oc = 0; oc < g.OC; ++oc) std::fill(yn + oc * ohw, yn + (oc + 1) * ohw, b[oc]);
-            for (int64_t oh0 = 0; oh0 < g.OH; oh0 += rows) {
-                const int64_t oh1 = std::min(oh0 + rows, g.OH), T = (oh1 - oh0) * g.OW;
-                const float* cols = xn + oh0 * g.OW;   // pointwise: x[n] itself is col, row stride HW
-                int64_t ld = ohw;
-                if (!g.pointwise()) {
-                    im2col(g, xn, col, T, oh0, oh1);
-                    cols = col;
-                    ld = T;
-                }
-                for (int64_t gi = 0; gi < g.groups; ++gi)
-                    gemm(false, false, g.OCg, T, cgkk, 1.f, w + gi * g.OCg * cgkk, cgkk, cols + gi * cgkk * ld, ld,
-                         b ? 1.f : 0.f, yn + gi * g.OCg * ohw + oh0 * g.OW, ohw);
-            }
+// Images per GEMM. A map of at most kTilePositions / 2 output positions (8x8 and smaller on CIFAR) is one small GEMM
+// per image: 64 columns, or 4 on vgg's 2x2 maps, which fill few SIMD lanes of the output tile, and the gW product
+// becomes a read-modify-write of all of gW for a K of 4..64 steps. Such images are batched side by side instead,
+// col (C*KK, nb*OHW), so one GEMM covers nb images; the output goes through a (OC, nb*OHW) buffer and is copied
+// out per image (forward), and gy is gathered into one (backward), O(OC*OHW) copies against O(OC*C*KK*OHW) MACs.
+int64_t images_per_gemm(const ConvGeometry& g) {
+    return g.ohw() * 2 <= kTilePositions ? kTilePositions / g.ohw() : 1;
+}
+
+// A GEMM tile: output rows [oh0, oh1) of one image (nb == 1), or nb whole images side by side. The im2col tile
+// buffer holds (C*KK, cols()) with row stride cols().
+struct Tile {
+    int64_t n, nb, oh0, oh1;
+    int64_t cols(const ConvGeometry& g) const { return nb * (oh1 - oh0) * g.OW; }
+};
+
+// The tiles of images [n0, n1) in order: runs of up to images_per_gemm(g) images, or tiles of tile_rows(g) rows.
+template <class F>
+void for_each_tile(const ConvGeometry& g, int64_t n0, int64_t n1, const F& f) {
+    const int64_t nb = images_per_gemm(g), rows = g.pointwise() ? g.OH : tile_rows(g);
+    for (int64_t n = n0; n < n1; n += nb == 1 ? 1 : nb) {
+        if (nb > 1) {
+            f(Tile{n, std::min(nb, n1 - n), 0, g.OH});
+            continue;
         }
+        for (int64_t oh0 = 0; oh0 < g.OH; oh0 += rows) f(Tile{n, 1, oh0, std::min(oh0 + rows, g.OH)});
     }
 }
 
-// y[n] = W . im2col(x[n]) per group, so with gy[n] = dL/dy[n] (OC, OHW), tile by tile of output rows:
+// Floats of one chunk's im2col tile buffer (0: a lone pointwise image is read in place), and of its (OC, nb*OHW)
+// staging buffer for batched images (0 when images are not batched).
+int64_t col_floats(const ConvGeometry& g) {
+    const int64_t nb = images_per_gemm(g);
+    if (nb > 1) return g.C * g.kk() * nb * g.ohw();
+    return g.pointwise() ? 0 : g.C * g.kk() * tile_rows(g) * g.OW;
+}
+int64_t staging_floats(const ConvGeometry& g) {
+    const int64_t nb = images_per_gemm(g);
+    return nb > 1 ? g.OC * nb * g.ohw() : 0;
+}
+
+// The GEMM operand of tile t: its im2col (C*KK, cols) in col, or a lone pointwise image's rows read in place.
+// image(i) gives image t.n + i as (C, H, W). Returns the operand and sets its row stride.
+template <class Image>
+const float* tile_operand(const ConvGeometry& g, const Tile& t, const Image& image, float* col, int64_t& ld) {
+    if (t.nb == 1 && g.pointwise()) {
+        ld = g.ohw();
+        return image(0) + t.oh0 * g.OW;
+    }
+    ld = t.cols(g);
+    for (int64_t i = 0; i < t.nb; ++i) im2col(g, image(i), col + i * g.ohw(), ld, t.oh0, t.oh1);
+    return col;
+}
+
+void conv2d_forward(const ConvGeometry& g, const float* x /*(N, C, H, W)*/, const float* w /*(OC, Cg, KH, KW)*/,
+                    const float* b /*(OC) or null*/, float* y /*(N, OC, OH, OW)*/) {
+    const int64_t ohw = g.ohw(), cgkk = g.Cg * g.kk(), image = g.C * g.hw();
+    const int64_t col_size = col_floats(g), per_chunk = col_size + staging_floats(g);
+    const int64_t chunks = batch_chunks(g.N);
+    Tensor workspace = Tensor::empty({chunks * per_chunk});   // per chunk: im2col tile, staging
+    float* ws = workspace.f32();
+#pragma omp parallel for schedule(static, 1) if (chunks > 1)
+    for (int64_t c = 0; c < chunks; ++c) {
+        float* col = ws + c * per_chunk;            // (C*KK, T)
+        float* staging = col + col_size;             // (OC, nb*OHW) when images are batched
+        for_each_tile(g, g.N * c / chunks, g.N * (c + 1) / chunks, [&](const Tile& t) {
+            const int64_t T = t.cols(g);
+            int64_t ld;
+            const float* cols = tile_operand(g, t, [&](int64_t i) { return x + (t.n + i) * image; }, col, ld);
+            // y tile (OC, T): straight into y[n] (row stride OHW) for one image, else into staging (stride T).
+            float* yt = t.nb == 1 ? y + t.n * g.OC * ohw + t.oh0 * g.OW : staging;
+            const int64_t ldy = t.nb == 1 ? ohw : T;
+            if (b && t.nb == 1)
+                for (int64_t oc = 0; oc < g.OC; ++oc) std::fill(yt + oc * ldy, yt + oc * ldy + T, b[oc]);
+            for (int64_t gi = 0; gi < g.groups; ++gi)
+                gemm(false, false, g.OCg, T, cgkk, 1.f, w + gi * g.OCg * cgkk, cgkk, cols + gi * cgkk * ld, ld,
+                     b && t.nb == 1 ? 1.f : 0.f, yt + gi * g.OCg * ldy, ldy);
+            if (t.nb == 1) return;
+            for (int64_t i = 0; i < t.nb; ++i)   // staging (OC, nb, OHW) -> y[n + i] (OC, OHW), plus the bias
+                for (int64_t oc = 0; oc < g.OC; ++oc) {
+                    const float* src = staging + oc * T + i * ohw;
+                    float* dst = y + ((t.n + i) * g.OC + oc) * ohw;
+                    const float bias = b ? b[oc] : 0.f;
+#pragma omp simd
+                    for (int64_t p = 0; p < ohw; ++p) dst[p] = src[p] + bias;
+                }
+        });
+    }
+}
+
+// y[n] = W . im2col(x[n]) per group, so with gy[n] = dL/dy[n] (OC, OHW), tile by tile (see Tile):
 //   gW_gi (OCg, Cg*KK) = sum_n gy[n]_gi (OCg, OHW) . col_gi[n]^T (OHW, Cg*KK)   -- summed over the batch here,
 //                        per chunk into its own partial, partials added at the end; exact for a dense x,
 //                        approximate if x was razored
 //   gcol_gi (Cg*KK, OHW) = W_gi^T (Cg*KK, OCg) . gy[n]_gi (OCg, OHW), gx[n] = col2im(gcol)   -- exact
 //   (gb = sum over n, h, w of gy is computed by the caller.)
-// One tile buffer per chunk serves both: im2col for the gW product, then gcol for gx.
+// One tile buffer per chunk serves both: im2col for the gW product, then gcol for gx. Batched images first gather
+// their gy into the staging buffer (OC, nb*OHW).
 // x comes either dense (x) or, when the tape kept it compressed (x_saved, a form with has_row_unpack(): Back Razor's
 // bitmap + values), expanded one image at a time into the chunk's (C, H, W) scratch right before its im2col: no
 // (N, C, H, W) transient, and the expanded image is still in cache when im2col reads it (spec §6.4).
@@ -277,58 +335,65 @@ void conv2d_backward(const ConvGeometry& g, const float* x /*(N, C, H, W) or nul
                      const float* w /*(OC, Cg, KH, KW) or null*/, const float* gy /*(N, OC, OH, OW)*/,
                      float* gx /*(N, C, H, W) or null*/, float* gw /*(OC, Cg, KH, KW) or null*/) {
     const int64_t ohw = g.ohw(), cgkk = g.Cg * g.kk(), w_size = g.OC * cgkk, image = g.C * g.hw();
-    const int64_t rows = g.pointwise() ? g.OH : tile_rows(g);
-    const int64_t col_size = g.pointwise() ? 0 : g.C * g.kk() * rows * g.OW;
+    const int64_t col_size = col_floats(g), staging_size = staging_floats(g);
     const int64_t scratch = gw && !x ? image : 0;
     const int64_t chunks = batch_chunks(g.N);
-    // Per chunk: a tile buffer, a gW partial (chunk 0 accumulates into gw itself), an image scratch.
-    const int64_t per_chunk = col_size + (gw ? w_size : 0) + scratch;
+    // Per chunk: a tile buffer, a staging buffer, a gW partial (chunk 0 accumulates into gw itself), an image scratch.
+    const int64_t per_chunk = col_size + staging_size + (gw ? w_size : 0) + scratch;
     Tensor workspace = Tensor::empty({chunks * per_chunk});
     float* ws = workspace.f32();
 #pragma omp parallel for schedule(static, 1) if (chunks > 1)
-    for (int64_t t = 0; t < chunks; ++t) {
-        float* col = ws + t * per_chunk;                  // (C*KK, T)
-        float* gw_t = t == 0 ? gw : col + col_size;       // (OC, Cg*KK)
-        float* x_img = col + col_size + (gw ? w_size : 0);   // (C, H, W) when x is expanded per image
+    for (int64_t c = 0; c < chunks; ++c) {
+        float* col = ws + c * per_chunk;                                  // (C*KK, T)
+        float* staging = col + col_size;                                  // (OC, nb*OHW) when images are batched
+        float* gw_c = c == 0 ? gw : staging + staging_size;               // (OC, Cg*KK)
+        float* x_img = staging + staging_size + (gw ? w_size : 0);        // (C, H, W) when x is expanded per image
         bool first = true;
-        for (int64_t n = g.N * t / chunks; n < g.N * (t + 1) / chunks; ++n) {
-            const float* xn = nullptr;   // (C, H, W)
-            if (gw && x) xn = x + n * image;
-            if (gw && !x) x_saved->unpack_rows(n, 1, x_img), xn = x_img;
-            float* gxn = gx ? gx + n * g.C * g.hw() : nullptr;   // (C, H, W)
-            const float* gyn = gy + n * g.OC * ohw;              // (OC, OHW)
-            if (gxn && !g.pointwise()) std::fill(gxn, gxn + g.C * g.hw(), 0.f);
-            for (int64_t oh0 = 0; oh0 < g.OH; oh0 += rows) {
-                const int64_t oh1 = std::min(oh0 + rows, g.OH), T = (oh1 - oh0) * g.OW;
-                const float* gyt = gyn + oh0 * g.OW;   // (OC, T), row stride OHW
-                if (gw) {
-                    const float* cols = xn + oh0 * g.OW;
-                    int64_t ld = ohw;
-                    if (!g.pointwise()) {
-                        im2col(g, xn, col, T, oh0, oh1);
-                        cols = col;
-                        ld = T;
-                    }
-                    for (int64_t gi = 0; gi < g.groups; ++gi)
-                        gemm(false, true, g.OCg, cgkk, T, 1.f, gyt + gi * g.OCg * ohw, ohw, cols + gi * cgkk * ld, ld,
-                             first ? 0.f : 1.f, gw_t + gi * g.OCg * cgkk, cgkk);
-                    first = false;
-                }
-                if (gxn) {
-                    float* dst = g.pointwise() ? gxn + oh0 * g.OW : col;   // gcol (C*KK, T)
-                    const int64_t ld = g.pointwise() ? ohw : T;
-                    for (int64_t gi = 0; gi < g.groups; ++gi)
-                        gemm(true, false, cgkk, T, g.OCg, 1.f, w + gi * g.OCg * cgkk, cgkk, gyt + gi * g.OCg * ohw,
-                             ohw, 0.f, dst + gi * cgkk * ld, ld);
-                    if (!g.pointwise()) col2im(g, col, T, oh0, oh1, gxn);
-                }
+        int64_t expanded = -1;   // the image now in x_img (an image's row tiles expand it once)
+        for_each_tile(g, g.N * c / chunks, g.N * (c + 1) / chunks, [&](const Tile& t) {
+            const int64_t T = t.cols(g);
+            // gy tile (OC, T): read in place for one image (row stride OHW), else gathered into staging.
+            const float* gyt = gy + t.n * g.OC * ohw + t.oh0 * g.OW;
+            int64_t ldg = ohw;
+            if (t.nb > 1) {
+                for (int64_t i = 0; i < t.nb; ++i)
+                    for (int64_t oc = 0; oc < g.OC; ++oc)
+                        std::copy_n(gy + ((t.n + i) * g.OC + oc) * ohw, ohw, staging + oc * T + i * ohw);
+                gyt = staging, ldg = T;
             }
-        }
-        if (gw && first) std::fill(gw_t, gw_t + w_size, 0.f);   // an empty batch
+            if (gw) {
+                int64_t ld;
+                const float* cols = tile_operand(g, t, [&](int64_t i) {
+                    if (x) return x + (t.n + i) * image;
+                    if (expanded != t.n + i) x_saved->unpack_rows(t.n + i, 1, x_img), expanded = t.n + i;
+                    return static_cast<const float*>(x_img);
+                }, col, ld);
+                for (int64_t gi = 0; gi < g.groups; ++gi)
+                    gemm(false, true, g.OCg, cgkk, T, 1.f, gyt + gi * g.OCg * ldg, ldg, cols + gi * cgkk * ld, ld,
+                         first ? 0.f : 1.f, gw_c + gi * g.OCg * cgkk, cgkk);
+                first = false;
+            }
+            if (!gx) return;
+            if (t.nb == 1 && g.pointwise()) {   // gx[n] = W^T . gy[n] directly, no col2im
+                for (int64_t gi = 0; gi < g.groups; ++gi)
+                    gemm(true, false, cgkk, T, g.OCg, 1.f, w + gi * g.OCg * cgkk, cgkk, gyt + gi * g.OCg * ldg, ldg,
+                         0.f, gx + t.n * image + gi * cgkk * ohw + t.oh0 * g.OW, ohw);
+                return;
+            }
+            for (int64_t gi = 0; gi < g.groups; ++gi)   // gcol (C*KK, T)
+                gemm(true, false, cgkk, T, g.OCg, 1.f, w + gi * g.OCg * cgkk, cgkk, gyt + gi * g.OCg * ldg, ldg, 0.f,
+                     col + gi * cgkk * T, T);
+            for (int64_t i = 0; i < t.nb; ++i) {
+                float* gxn = gx + (t.n + i) * image;   // (C, H, W)
+                if (t.oh0 == 0) std::fill(gxn, gxn + image, 0.f);
+                col2im(g, col + i * ohw, T, t.oh0, t.oh1, gxn);
+            }
+        });
+        if (gw && first) std::fill(gw_c, gw_c + w_size, 0.f);   // an empty batch
     }
     if (gw)
-        for (int64_t t = 1; t < chunks; ++t) {
-            const float* part = ws + t * per_chunk + col_size;
+        for (int64_t c = 1; c < chunks; ++c) {
+            const float* part = ws + c * per_chunk + col_size + staging_size;
 #pragma omp simd
             for (int64_t i = 0; i < w_size; ++i) gw[i] += part[i];
         }
