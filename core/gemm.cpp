@@ -143,6 +143,20 @@ void gemm_with(GemmEngine engine, bool trans_a, bool trans_b, int64_t M, int64_t
     eigen_threaded(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+bool gemm_rows_available() { return gemm_engine_available(GemmEngine::Avx512); }
+
+void gemm_rows(bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+               const float* B, const int64_t* b_rows, float beta, float* C, int64_t ldc) {
+    RAZOR_CHECK(gemm_rows_available()) << "gemm_rows: needs the AVX-512 engine (check gemm_rows_available())";
+    const int64_t ldb = trans_b ? K : N;   // unused: rows come from b_rows; satisfies the common size checks
+    if (trivial(false, trans_b, M, N, K, alpha, lda, ldb, beta, C, ldc)) return;
+#if defined(__AVX512F__)
+    detail::gemm_avx512(false, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, gemm_threads(M, N, K), b_rows);
+#else
+    (void)A, (void)B, (void)b_rows;
+#endif
+}
+
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
     gemm_with(gemm_engine_available(GemmEngine::Avx512) ? GemmEngine::Avx512 : GemmEngine::Eigen, trans_a, trans_b,

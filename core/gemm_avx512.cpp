@@ -87,16 +87,18 @@ struct Problem {
     float* C;
     int64_t ldc;
     const float* b_packed;   // op(B) in NR-column panels (trans_b), else null: B is read in place
+    const int64_t* b_rows;   // stored row r of B at B + b_rows[r] (gemm_rows), else at B + r * ldb
+    int64_t b_row(int64_t r) const { return b_rows ? b_rows[r] : r * ldb; }
 };
 
 // c (m <= MR rows, n <= 16 * V columns, row stride ldc) = alpha * a(MR, kc) . b(kc, 16 * V) + beta * c, with V <= NV
 // column vectors: a tile edge narrower than NR runs the kernel with only the vectors it needs (a 64-column conv is a
 // 48 + 16 tile pair, a 16-column one a single vector), instead of FMAs on masked-off zeros.
 // a: element (i, k) at a[row[i] + k * step] (rows past m repeat row m - 1: read, computed, never stored);
-// b: row k at b + k * ldb (packed panel: ldb = NR).
+// b: row k at b + b_off[k] (k * NR in a packed panel, k * ldb in place, or gemm_rows' table).
 template <int V>
-void micro_kernel(int64_t kc, const float* a, const int64_t (&row)[MR], int64_t step, const float* b, int64_t ldb,
-                  float* c, int64_t ldc, int m, int n, float alpha, float beta) {
+void micro_kernel(int64_t kc, const float* a, const int64_t (&row)[MR], int64_t step, const float* b,
+                  const int64_t* b_off, float* c, int64_t ldc, int m, int n, float alpha, float beta) {
     __mmask16 mask[V];   // vector v covers columns 16v .. 16v+15
     for (int v = 0; v < V; ++v) mask[v] = static_cast<__mmask16>((1u << std::clamp(n - 16 * v, 0, 16)) - 1u);
     __m512 acc[MR][V];
@@ -104,10 +106,11 @@ void micro_kernel(int64_t kc, const float* a, const int64_t (&row)[MR], int64_t 
     for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
         for (int v = 0; v < V; ++v) acc[i][v] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < kc; ++k, a += step, b += ldb) {
+    for (int64_t k = 0; k < kc; ++k, a += step) {
+        const float* bk = b + b_off[k];
         __m512 bv[V];
 #pragma GCC unroll 4
-        for (int v = 0; v < V; ++v) bv[v] = _mm512_maskz_loadu_ps(mask[v], b + 16 * v);
+        for (int v = 0; v < V; ++v) bv[v] = _mm512_maskz_loadu_ps(mask[v], bk + 16 * v);
 #pragma GCC unroll 8
         for (int i = 0; i < MR; ++i) {
             const __m512 ai = _mm512_set1_ps(a[row[i]]);
@@ -167,7 +170,7 @@ void pack_b_panel(const Problem& p, int64_t jp, float* dst) {
             const __mmask16 kmask = static_cast<__mmask16>((1u << steps) - 1u);
             __m512 r[16];
             for (int j = 0; j < 16; ++j)
-                r[j] = j < cols ? _mm512_maskz_loadu_ps(kmask, p.B + (jv + j) * p.ldb + k0) : _mm512_setzero_ps();
+                r[j] = j < cols ? _mm512_maskz_loadu_ps(kmask, p.B + p.b_row(jv + j) + k0) : _mm512_setzero_ps();
             transpose16(r);
             for (int k = 0; k < steps; ++k) _mm512_store_ps(dst + (k0 + k) * NR + 16 * v, r[k]);
         }
@@ -183,6 +186,8 @@ void compute_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t
         for (int64_t pc = 0; pc < p.K; pc += KC) {
             const int64_t kc = std::min(KC, p.K - pc);
             const float beta = pc == 0 ? p.beta : 1.f;
+            int64_t b_off[KC];   // row k of this K block, relative to the tile's first column
+            for (int64_t k = 0; k < kc; ++k) b_off[k] = p.b_packed ? k * NR : p.b_row(pc + k);
             for (int64_t i0 = m0; i0 < m1; i0 += MR) {
                 const int m = static_cast<int>(std::min<int64_t>(MR, m1 - i0));
                 int64_t row[MR];
@@ -191,12 +196,11 @@ void compute_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t
                 for (int64_t jr = 0; jr < nc; jr += NR) {
                     const int64_t j = jc + jr;
                     const int n = static_cast<int>(std::min<int64_t>(NR, jc + nc - j));
-                    const float* b = p.b_packed ? p.b_packed + (j / NR) * p.K * NR + pc * NR : p.B + pc * p.ldb + j;
-                    const int64_t ldb = p.b_packed ? NR : p.ldb;
+                    const float* b = p.b_packed ? p.b_packed + (j / NR) * p.K * NR + pc * NR : p.B + j;
                     float* c = p.C + i0 * p.ldc + j;
-                    if (n > 32) micro_kernel<3>(kc, a, row, a_step, b, ldb, c, p.ldc, m, n, p.alpha, beta);
-                    else if (n > 16) micro_kernel<2>(kc, a, row, a_step, b, ldb, c, p.ldc, m, n, p.alpha, beta);
-                    else micro_kernel<1>(kc, a, row, a_step, b, ldb, c, p.ldc, m, n, p.alpha, beta);
+                    if (n > 32) micro_kernel<3>(kc, a, row, a_step, b, b_off, c, p.ldc, m, n, p.alpha, beta);
+                    else if (n > 16) micro_kernel<2>(kc, a, row, a_step, b, b_off, c, p.ldc, m, n, p.alpha, beta);
+                    else micro_kernel<1>(kc, a, row, a_step, b, b_off, c, p.ldc, m, n, p.alpha, beta);
                 }
             }
         }
@@ -206,8 +210,9 @@ void compute_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t
 }  // namespace
 
 void gemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-                 int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int threads) {
-    Problem p{trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr};
+                 int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int threads,
+                 const int64_t* b_rows) {
+    Problem p{trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr, b_rows};
     const int64_t panels = (N + NR - 1) / NR;
     thread_local AlignedBuffer b_buffer;   // the calling thread's; shared with the team through p.b_packed
     float* b_packed = trans_b ? b_buffer.get(panels * K * NR) : nullptr;

@@ -17,6 +17,10 @@
 //   backward  per tile: gW_gi += gy_gi (OCg, T) . col_gi^T, then the same buffer takes
 //             gcol_gi = W_gi^T . gy_gi and col2im adds it into gx[n].
 //   pointwise 1x1, stride 1, no padding: col is x[n] itself (C, HW), so im2col and col2im are skipped.
+//   batched   maps of at most 128 output positions (8x8 and smaller): nb images side by side in one GEMM
+//             (images_per_gemm), so a 2x2 map's GEMM is not 4 columns wide.
+//   padded    stride-1 "same" convs with one group on larger maps (the CIFAR 3x3 convs at 32x32 and 16x16): no
+//             im2col at all; gemm_rows reads windows of zero-padded image planes (conv2d_forward_padded).
 //   depthwise groups == C (Cg = 1, any OC = C * multiplier): a direct kernel; a (1, KK) x (KK, OHW) GEMM per
 //             channel would waste the GEMM machinery.
 //
@@ -284,8 +288,12 @@ const float* tile_operand(const ConvGeometry& g, const Tile& t, const Image& ima
     return col;
 }
 
+void conv2d_forward_padded(const ConvGeometry& g, const float* x, const float* w, const float* b, float* y);
+bool padded_path(const ConvGeometry& g);
+
 void conv2d_forward(const ConvGeometry& g, const float* x /*(N, C, H, W)*/, const float* w /*(OC, Cg, KH, KW)*/,
                     const float* b /*(OC) or null*/, float* y /*(N, OC, OH, OW)*/) {
+    if (padded_path(g)) return conv2d_forward_padded(g, x, w, b, y);
     const int64_t ohw = g.ohw(), cgkk = g.Cg * g.kk(), image = g.C * g.hw();
     const int64_t col_size = col_floats(g), per_chunk = col_size + staging_floats(g);
     const int64_t chunks = batch_chunks(g.N);
@@ -331,9 +339,13 @@ void conv2d_forward(const ConvGeometry& g, const float* x /*(N, C, H, W)*/, cons
 // x comes either dense (x) or, when the tape kept it compressed (x_saved, a form with has_row_unpack(): Back Razor's
 // bitmap + values), expanded one image at a time into the chunk's (C, H, W) scratch right before its im2col: no
 // (N, C, H, W) transient, and the expanded image is still in cache when im2col reads it (spec §6.4).
+void conv2d_backward_padded(const ConvGeometry& g, const float* x, const SavedTensor* x_saved, const float* w,
+                            const float* gy, float* gx, float* gw);
+
 void conv2d_backward(const ConvGeometry& g, const float* x /*(N, C, H, W) or null*/, const SavedTensor* x_saved,
                      const float* w /*(OC, Cg, KH, KW) or null*/, const float* gy /*(N, OC, OH, OW)*/,
                      float* gx /*(N, C, H, W) or null*/, float* gw /*(OC, Cg, KH, KW) or null*/) {
+    if (padded_path(g)) return conv2d_backward_padded(g, x, x_saved, w, gy, gx, gw);
     const int64_t ohw = g.ohw(), cgkk = g.Cg * g.kk(), w_size = g.OC * cgkk, image = g.C * g.hw();
     const int64_t col_size = col_floats(g), staging_size = staging_floats(g);
     const int64_t scratch = gw && !x ? image : 0;
@@ -394,6 +406,136 @@ void conv2d_backward(const ConvGeometry& g, const float* x /*(N, C, H, W) or nul
     if (gw)
         for (int64_t c = 1; c < chunks; ++c) {
             const float* part = ws + c * per_chunk + col_size + staging_size;
+#pragma omp simd
+            for (int64_t i = 0; i < w_size; ++i) gw[i] += part[i];
+        }
+}
+
+// ---------------------------------------------------------------- padded-plane path (no im2col)
+// Stride 1, dilation 1, one group, "same" padding (KH = 2 ph + 1, KW = 2 pw + 1): the 3x3 pad-1 convs of the CIFAR
+// models, on maps too large for the batched path. Each image is copied once into zero-padded planes xp (C, Hp, Wp),
+// Hp = H + 2 ph, Wp = W + 2 pw, each followed by 2 pw floats of slack (plane stride Pp = Hp Wp + 2 pw). On the
+// padded-width output grid p = oh Wp + ow (ow < Wp; the columns ow >= OW = W are junk, computed and dropped):
+//   y[oc, p] = sum_{c,kh,kw} W[oc, c, kh, kw] xp[c, p + kh Wp + kw]                                       -- exact
+// so row (c, kh, kw) of im2col is the window of xp[c] that starts at kh Wp + kw, and gemm_rows reads the windows in
+// place: no col is built (im2col and col2im were a quarter of a resnet20 step). The junk columns cost Wp / W more
+// MACs (6 % at 32x32, 12 % at 16x16). Backward, with gy copied into zero-padded planes gp (OC, Hp, Wp) the same way
+// (gy[oc, oh, ow] at gp[oc, (oh + ph) Wp + ow + pw]) and gy'[oc, p] = gp[oc, p + ph Wp + pw], zero in the junk columns:
+//   gW[oc, (c, kh, kw)] = sum_p gy'[oc, p] xp[c, p + kh Wp + kw]                 -- exact for a dense x
+//   gx[c, q] = sum_{oc,kh,kw} W[oc, c, kh, kw] gy[oc, ih + ph - kh, iw + pw - kw]       (q = ih Wp + iw)
+//            = sum_{oc,a,b} Wf[c, (oc, a, b)] gp[oc, q + a Wp + b],   a = KH-1-kh, b = KW-1-kw, 2 ph = KH-1  -- exact
+// (an out-of-range oh lands in gp's zero border), i.e. gemm_rows again over windows of gp, with Wf = W transposed
+// per tap and flipped.
+bool padded_path(const ConvGeometry& g) {
+    return gemm_rows_available() && g.groups == 1 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 &&
+           g.KH == 2 * g.ph + 1 && g.KW == 2 * g.pw + 1 && !g.pointwise() && images_per_gemm(g) == 1;
+}
+
+struct PaddedGrid {
+    int64_t Hp, Wp, plane;   // padded height, width, plane stride (Hp Wp + slack)
+    explicit PaddedGrid(const ConvGeometry& g)
+        : Hp(g.H + 2 * g.ph), Wp(g.W + 2 * g.pw), plane((g.H + 2 * g.ph) * (g.W + 2 * g.pw) + 2 * g.pw) {}
+    int64_t cols(const ConvGeometry& g) const { return g.OH * Wp; }   // output positions on the padded-width grid
+
+    // The offsets of windows (ch, kh, kw) -- row ch * KK + kh * KW + kw of an implicit im2col -- into planes.
+    std::vector<int64_t> windows(const ConvGeometry& g, int64_t channels) const {
+        std::vector<int64_t> rows(static_cast<size_t>(channels * g.kk()));
+        for (int64_t ch = 0, r = 0; ch < channels; ++ch)
+            for (int64_t kh = 0; kh < g.KH; ++kh)
+                for (int64_t kw = 0; kw < g.KW; ++kw) rows[r++] = ch * plane + kh * Wp + kw;
+        return rows;
+    }
+    // planes (channels, plane) = src (channels, h, w) inside a zero border of (top, left) = (ph, pw).
+    void pad(const ConvGeometry& g, const float* src, int64_t channels, int64_t h, int64_t w, float* planes) const {
+        std::fill(planes, planes + channels * plane, 0.f);
+        for (int64_t ch = 0; ch < channels; ++ch)
+            for (int64_t r = 0; r < h; ++r)
+                std::copy_n(src + (ch * h + r) * w, w, planes + ch * plane + (r + g.ph) * Wp + g.pw);
+    }
+    // dst (channels, h, w) = the valid columns of src (channels, h * Wp) on the padded-width grid, plus add[ch].
+    void unpad(const float* src, int64_t channels, int64_t h, int64_t w, const float* add, float* dst) const {
+        for (int64_t ch = 0; ch < channels; ++ch) {
+            const float a = add ? add[ch] : 0.f;
+            for (int64_t r = 0; r < h; ++r) {
+                const float* s = src + (ch * h + r) * Wp;
+                float* d = dst + (ch * h + r) * w;
+#pragma omp simd
+                for (int64_t i = 0; i < w; ++i) d[i] = s[i] + a;
+            }
+        }
+    }
+};
+
+void conv2d_forward_padded(const ConvGeometry& g, const float* x /*(N, C, H, W)*/, const float* w /*(OC, C, KH, KW)*/,
+                           const float* b /*(OC) or null*/, float* y /*(N, OC, OH, OW)*/) {
+    const PaddedGrid pg(g);
+    const int64_t T = pg.cols(g), ckk = g.C * g.kk();
+    const std::vector<int64_t> rows = pg.windows(g, g.C);
+    const int64_t per_chunk = g.C * pg.plane + g.OC * T;   // xp, y on the padded-width grid
+    const int64_t chunks = batch_chunks(g.N);
+    Tensor workspace = Tensor::empty({chunks * per_chunk});
+    float* ws = workspace.f32();
+#pragma omp parallel for schedule(static, 1) if (chunks > 1)
+    for (int64_t c = 0; c < chunks; ++c) {
+        float* xp = ws + c * per_chunk;    // (C, plane)
+        float* yp = xp + g.C * pg.plane;   // (OC, T)
+        for (int64_t n = g.N * c / chunks; n < g.N * (c + 1) / chunks; ++n) {
+            pg.pad(g, x + n * g.C * g.hw(), g.C, g.H, g.W, xp);
+            gemm_rows(false, g.OC, T, ckk, 1.f, w, ckk, xp, rows.data(), 0.f, yp, T);
+            pg.unpad(yp, g.OC, g.OH, g.OW, b, y + n * g.OC * g.ohw());
+        }
+    }
+}
+
+void conv2d_backward_padded(const ConvGeometry& g, const float* x /*(N, C, H, W) or null*/,
+                            const SavedTensor* x_saved, const float* w /*(OC, C, KH, KW) or null*/,
+                            const float* gy /*(N, OC, OH, OW)*/, float* gx /*(N, C, H, W) or null*/,
+                            float* gw /*(OC, C, KH, KW) or null*/) {
+    const PaddedGrid pg(g);
+    const int64_t T = pg.cols(g), kk = g.kk(), ckk = g.C * kk, w_size = g.OC * ckk, image = g.C * g.hw();
+    const std::vector<int64_t> x_rows = gw ? pg.windows(g, g.C) : std::vector<int64_t>();
+    const std::vector<int64_t> g_rows = gx ? pg.windows(g, g.OC) : std::vector<int64_t>();
+    std::vector<float> wf;   // (C, OC*KK): wf[c, (oc, a, b)] = W[oc, c, KH-1-a, KW-1-b]
+    if (gx) {
+        wf.resize(static_cast<size_t>(g.C * g.OC * kk));
+        for (int64_t c = 0; c < g.C; ++c)
+            for (int64_t oc = 0; oc < g.OC; ++oc)
+                for (int64_t t = 0; t < kk; ++t) wf[(c * g.OC + oc) * kk + t] = w[(oc * g.C + c) * kk + (kk - 1 - t)];
+    }
+    const int64_t chunks = batch_chunks(g.N);
+    // Per chunk: gp, xp (when gW), gx on the padded-width grid (when gx), a gW partial, an image scratch.
+    const int64_t gp_size = g.OC * pg.plane, xp_size = gw ? g.C * pg.plane : 0, gxp_size = gx ? g.C * T : 0;
+    const int64_t scratch = gw && !x ? image : 0;
+    const int64_t per_chunk = gp_size + xp_size + gxp_size + (gw ? w_size : 0) + scratch;
+    Tensor workspace = Tensor::empty({chunks * per_chunk});
+    float* ws = workspace.f32();
+#pragma omp parallel for schedule(static, 1) if (chunks > 1)
+    for (int64_t c = 0; c < chunks; ++c) {
+        float* gp = ws + c * per_chunk;             // (OC, plane)
+        float* xp = gp + gp_size;                   // (C, plane)
+        float* gxp = xp + xp_size;                  // (C, T)
+        float* gw_c = c == 0 ? gw : gxp + gxp_size; // (OC, C*KK)
+        float* x_img = gxp + gxp_size + (gw ? w_size : 0);
+        bool first = true;
+        for (int64_t n = g.N * c / chunks; n < g.N * (c + 1) / chunks; ++n) {
+            pg.pad(g, gy + n * g.OC * g.ohw(), g.OC, g.OH, g.OW, gp);
+            if (gw) {
+                const float* xn = x ? x + n * image : (x_saved->unpack_rows(n, 1, x_img), x_img);
+                pg.pad(g, xn, g.C, g.H, g.W, xp);
+                gemm_rows(true, g.OC, ckk, T, 1.f, gp + g.ph * pg.Wp + g.pw, pg.plane, xp, x_rows.data(),
+                          first ? 0.f : 1.f, gw_c, ckk);
+                first = false;
+            }
+            if (gx) {
+                gemm_rows(false, g.C, T, g.OC * kk, 1.f, wf.data(), g.OC * kk, gp, g_rows.data(), 0.f, gxp, T);
+                pg.unpad(gxp, g.C, g.H, g.W, nullptr, gx + n * image);
+            }
+        }
+        if (gw && first) std::fill(gw_c, gw_c + w_size, 0.f);   // an empty batch
+    }
+    if (gw)
+        for (int64_t c = 1; c < chunks; ++c) {
+            const float* part = ws + c * per_chunk + gp_size + xp_size + gxp_size;
 #pragma omp simd
             for (int64_t i = 0; i < w_size; ++i) gw[i] += part[i];
         }

@@ -123,11 +123,12 @@ Conv2dOptions pad1() {
 TEST_CASE("razor policy: r = 0 with fp32 values gives gradients bit-identical to the dense tape") {
     const auto lossless = razor_policy({.ratio = 0.0, .gelu = GeluSave::Razored, .prune_batch_norm_inputs = true});
 
-    SUBCASE("conv2d (stride 1 and 2)") {
-        Tensor x = randn_leaf({4, 3, 8, 8}, 1), W = randn_leaf({5, 3, 3, 3}, 2, 0.3f), b = randn_leaf({5}, 3);
-        for (int64_t stride : {1, 2}) {
+    SUBCASE("conv2d (stride 1 and 2; 8x8 maps batched per GEMM, 16x16 on padded planes)") {
+        for (int64_t stride : {1, 2, 0}) {   // 0: stride 1 on 16x16
+            const int64_t side = stride == 0 ? 16 : 8;
+            Tensor x = randn_leaf({4, 3, side, side}, 1), W = randn_leaf({5, 3, 3, 3}, 2, 0.3f), b = randn_leaf({5}, 3);
             Conv2dOptions o = pad1();
-            o.stride = {stride, stride};
+            o.stride = {std::max<int64_t>(stride, 1), std::max<int64_t>(stride, 1)};
             auto f = [&] { return conv2d(x, W, b, o); };
             const Result d = run(dense_policy(), {x, W, b}, f), r = run(lossless, {x, W, b}, f);
             check_all_bit_equal(d, r, "conv2d");

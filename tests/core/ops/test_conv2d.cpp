@@ -80,6 +80,28 @@ TEST_CASE("conv2d: images wider than a tile are done in several tiles of output 
     }
 }
 
+TEST_CASE("conv2d: same-size convs on maps of more than 128 positions run on padded planes (no im2col)") {
+    // Stride 1, one group, KH = 2 ph + 1 and KW = 2 pw + 1: gemm_rows reads windows of zero-padded planes.
+    Conv2dOptions tall;   // 3x1 kernel, padding (1, 0)
+    tall.padding = {1, 0};
+    const std::vector<Case> cases = {
+        {"3x3 p1 12x12", {3, 3, 12, 12}, {4, 3, 3, 3}, true, opts(1, 1, 1, 1)},
+        {"5x5 p2 11x14, no bias", {2, 2, 11, 14}, {3, 2, 5, 5}, false, opts(1, 2, 1, 1)},
+        {"3x1 p(1, 0) 13x12", {2, 2, 13, 12}, {3, 2, 3, 1}, true, tall},
+        {"batch 1 (the GEMM splits over threads)", {1, 2, 12, 12}, {2, 2, 3, 3}, true, opts(1, 1, 1, 1)},
+    };
+    for (const Case& c : cases) {
+        INFO(c.name);
+        std::vector<Tensor> in = {randn_leaf(c.x, 1), randn_leaf(c.w, 2, 0.5f)};
+        if (c.bias) in.push_back(randn_leaf({c.w[0]}, 3));
+        const Conv2dOptions o = c.o;
+        gradcheck(
+            c.name,
+            [o](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], t.size() > 2 ? t[2] : Tensor(), o); },
+            in, {.max_probes = 200});
+    }
+}
+
 TEST_CASE("conv2d: input that needs no gradient (the stem) still trains W and b") {
     Tensor x = Tensor::randn({2, 3, 5, 5}, default_generator());
     gradcheck("conv2d stem", [](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], t[2], opts(1, 1, 1, 1)); },
