@@ -1,13 +1,10 @@
 // core/gemm.cpp -- C = alpha op(A) op(B) + beta C: the engine choice, and the Eigen engine (see gemm.h).
 //
 // Engine choice (issue 6, measured; docs/bench-ops.md "GEMM engine"): builds with AVX-512 use razor's own kernel
-// (gemm_avx512.cpp), everything else Eigen 3.4. One thread, thread CPU time, median of 7 alternating reps on the
-// loaded 2-core Zen 4 machine, GFLOP/s Eigen -> razor AVX-512:
-//   conv fwd  16x256x144 67.9 -> 96.0   32x256x288 66.8 -> 90.8   64x64x576 82.0 -> 74.6 (64 = 48 + 16 columns)
-//   conv gW   16x144x256 53.7 -> 80.9   32x288x256 59.9 -> 87.0   64x576x64 71.7 -> 95.6
-//   conv gcol 144x256x16 67.4 -> 84.7   288x256x32 78.5 -> 92.2   576x64x64 80.7 -> 71.3
-//   ViT qkv fwd/gx/gW 66.7/71.4/72.5 -> 96.5/81.3/87.8; fc2 fwd 70.2 -> 91.3; MLP fc1 fwd 60.2 -> 78.2
-// OpenBLAS (Debian 0.3.21) was not measured in the same run yet (bench/gemm_bench.cpp times all three).
+// (gemm_avx512.cpp), everything else Eigen 3.4. On a quiet 2-core Zen 4, `razor_gemm_bench --threads 2` measured the
+// AVX-512 kernel at 1.04-2.51x Eigen on every conv, ViT, MLP and attention shape of the table (e.g. conv 32->32
+// forward 76.7 -> 107.9 GFLOP/s per thread, ViT fc1 forward 75.5 -> 189.1 on two threads), and at or above
+// Debian's OpenBLAS on most of them (not on ViT qkv forward: 101.7 against 171.6).
 #include "core/gemm.h"
 
 // GCC 12 reports false "may be used uninitialized" warnings inside Eigen's AVX-512 packing kernels
