@@ -111,12 +111,19 @@ void scatter_f16(const uint64_t* bits, int64_t n_s, const uint16_t* values, floa
 }
 
 void scatter_i8(const uint64_t* bits, int64_t n_s, const uint8_t* codes, float lo, float step, float* dst) {
-    std::fill(dst, dst + n_s, 0.f);
-    int64_t j = 0;
-    const int64_t words = (n_s + 63) / 64;
-    for (int64_t w = 0; w < words; ++w)
-        for (uint64_t word = bits[w]; word; word &= word - 1)
-            dst[w * 64 + std::countr_zero(word)] = dequantize_u8(codes[j++], lo, step);
+    // lo + step * code, as dequantize_u8 computes it (a multiply, then an add: no fused rounding).
+    scatter_values(
+        bits, n_s, dst,
+        [codes, lo, step]([[maybe_unused]] int64_t j, [[maybe_unused]] int cnt) {
+#if RAZOR_UNPACK_AVX512
+            const __m128i c = _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << cnt) - 1), codes + j);
+            const __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(c));
+            return _mm512_add_ps(_mm512_set1_ps(lo), _mm512_mul_ps(_mm512_set1_ps(step), v));
+#else
+            return 0;
+#endif
+        },
+        [codes, lo, step](int64_t j) { return dequantize_u8(codes[j], lo, step); });
 }
 
 }  // namespace
