@@ -89,4 +89,10 @@ std::vector<nlohmann::json> trim_log(const std::string& path,
     return kept;
 }
 
+ResumedRun resumed_run(const Checkpoint& checkpoint) {
+    const auto config = checkpoint.train_metadata.find("config");
+    const std::string root = std::filesystem::path(checkpoint.folder).parent_path().string();
+    return {config == checkpoint.train_metadata.end() ? "" : config->second, root.empty() ? "." : root};
+}
+
 }  // namespace razor::apps

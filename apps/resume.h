@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "apps/args.h"
+#include "apps/checkpoint.h"
 
 namespace razor::apps {
 
@@ -37,6 +38,13 @@ nlohmann::json run_config(const std::vector<FlagSpec>& specs, const Args& args);
 std::vector<std::string> reconcile_flags(const std::string& command, const std::vector<FlagSpec>& specs,
                                          const Args& given, const std::string& config_json,
                                          const std::string& resume, const std::string& root);
+
+// What --resume takes from the checkpoint it opened, for reconcile_flags: the flags the run recorded (metadata
+// "config"; "" in a checkpoint without it) and the folder the checkpoint lies in ("." for a bare name).
+struct ResumedRun {
+    std::string config_json, root;
+};
+ResumedRun resumed_run(const Checkpoint& checkpoint);
 
 // Whether two flag values are the same: equal strings, or the same number.
 bool same_flag_value(const std::string& a, const std::string& b);

@@ -222,12 +222,9 @@ int run_sparse_train(const std::vector<std::string>& argv) {
         if (command == resumed.train_metadata.end() || command->second != "sparse-train")
             throw Error(fmt(kCmd, ": ", resumed.folder, " was not written by razor sparse-train (its train state has "
                             "no s, no phase); hint: continue a razor train run with razor train --resume"));
-        const std::string root = fs::path(resumed.folder).parent_path().string();
-        auto config = resumed.train_metadata.find("config");
+        const ResumedRun run = resumed_run(resumed);
         Args again = make_args();
-        again.parse(reconcile_flags(kCmd, flag_specs(), args,
-                                    config == resumed.train_metadata.end() ? "" : config->second, args.str("resume"),
-                                    root.empty() ? "." : root));
+        again.parse(reconcile_flags(kCmd, flag_specs(), args, run.config_json, args.str("resume"), run.root));
         args = again;
     }
     const std::string model_name = args.str("model"), out = args.str("out");

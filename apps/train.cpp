@@ -349,10 +349,8 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
     const bool resuming = !args.str("resume").empty();
     if (resuming) {
         resumed = open_checkpoint(args.str("resume"));
-        const std::string root = fs::path(resumed.folder).parent_path().string();
-        auto it = resumed.train_metadata.find("config");
-        args = reconcile(args, it == resumed.train_metadata.end() ? "" : it->second, args.str("resume"),
-                         root.empty() ? "." : root, finetune);
+        const ResumedRun run = resumed_run(resumed);
+        args = reconcile(args, run.config_json, args.str("resume"), run.root, finetune);
     }
     Config c = read_config(args, finetune);
     if (!resuming && !args.on("overwrite") && (fs::exists(fs::path(c.out) / "last") || fs::exists(fs::path(c.out) / "last.old")))
