@@ -445,12 +445,22 @@ struct PaddedGrid {
                 for (int64_t kw = 0; kw < g.KW; ++kw) rows[r++] = ch * plane + kh * Wp + kw;
         return rows;
     }
-    // planes (channels, plane) = src (channels, h, w) inside a zero border of (top, left) = (ph, pw).
+    // planes (channels, plane) = src (channels, h, w) inside a zero border of (top, left) = (ph, pw). One pass that
+    // writes every float once: rows are short (8-32 floats), so plain loops, no memset/memcpy calls per row.
     void pad(const ConvGeometry& g, const float* src, int64_t channels, int64_t h, int64_t w, float* planes) const {
-        std::fill(planes, planes + channels * plane, 0.f);
-        for (int64_t ch = 0; ch < channels; ++ch)
-            for (int64_t r = 0; r < h; ++r)
-                std::copy_n(src + (ch * h + r) * w, w, planes + ch * plane + (r + g.ph) * Wp + g.pw);
+        for (int64_t ch = 0; ch < channels; ++ch) {
+            float* d = planes + ch * plane;
+            const float* s = src + ch * h * w;
+            const int64_t head = g.ph * Wp + g.pw;   // top rows and the first row's left border
+            for (int64_t i = 0; i < head; ++i) d[i] = 0.f;
+            d += head;
+            for (int64_t r = 0; r < h; ++r, s += w, d += Wp) {
+#pragma omp simd
+                for (int64_t i = 0; i < w; ++i) d[i] = s[i];
+                for (int64_t i = w; i < Wp; ++i) d[i] = 0.f;   // right border, then the next row's left border
+            }
+            for (float* end = planes + (ch + 1) * plane; d < end; ++d) *d = 0.f;   // bottom rows and slack
+        }
     }
     // dst (channels, h, w) = the valid columns of src (channels, h * Wp) on the padded-width grid, plus add[ch].
     void unpad(const float* src, int64_t channels, int64_t h, int64_t w, const float* add, float* dst) const {
