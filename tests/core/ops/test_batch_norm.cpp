@@ -50,10 +50,13 @@ TEST_CASE("batch_norm: gradcheck in eval mode") {
               [=](const std::vector<Tensor>& in) { return batch_norm(in[0], in[1], in[2], rm, rv, false); }, {x, w, b});
 }
 
-TEST_CASE("batch_norm: matches PyTorch (forward, backward, running statistics)") {
-    SafeTensors fx = load_fixture("batch_norm");
+namespace {
+// The fixture cases of `file` through `op` (batch_norm or batch_norm_relu): forward, gradients, running statistics.
+using NormOp = Tensor (*)(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool, float, float);
+void check_norm_fixture(const std::string& file, NormOp op, const std::vector<std::string>& cases) {
+    SafeTensors fx = load_fixture(file);
     auto& t = fx.tensors;
-    for (std::string c : {"train_nchw", "train_nc", "train_noaffine", "eval_nchw"}) {
+    for (const std::string& c : cases) {
         CAPTURE(c);
         const bool affine = t.count(c + ".weight") > 0, running = t.count(c + ".running_mean") > 0;
         const bool training = c.rfind("train", 0) == 0;
@@ -61,7 +64,7 @@ TEST_CASE("batch_norm: matches PyTorch (forward, backward, running statistics)")
         Tensor w = affine ? leaf(t.at(c + ".weight")) : Tensor(), b = affine ? leaf(t.at(c + ".bias")) : Tensor();
         Tensor rm = running ? constant(t.at(c + ".running_mean")) : Tensor();
         Tensor rv = running ? constant(t.at(c + ".running_var")) : Tensor();
-        Tensor y = batch_norm(x, w, b, rm, rv, training, 0.1f, 1e-5f);
+        Tensor y = op(x, w, b, rm, rv, training, 0.1f, 1e-5f);
         check_close(y, t.at(c + ".out"), 1e-5, 1e-5, c + " forward");
         y.backward(t.at(c + ".grad_out"));
         // 1e-4: the gradients are sums over N*H*W values; float32 summation order differs from PyTorch's.
@@ -75,6 +78,11 @@ TEST_CASE("batch_norm: matches PyTorch (forward, backward, running statistics)")
             check_close(rv, t.at(c + ".running_var_after"), 1e-5, 1e-6, c + " running_var (unbiased)");
         }
     }
+}
+}  // namespace
+
+TEST_CASE("batch_norm: matches PyTorch (forward, backward, running statistics)") {
+    check_norm_fixture("batch_norm", batch_norm, {"train_nchw", "train_nc", "train_noaffine", "eval_nchw"});
 }
 
 TEST_CASE("batch_norm: momentum = 1/num_batches_tracked gives PyTorch's cumulative average (momentum=None)") {
@@ -245,29 +253,7 @@ TEST_CASE("batch_norm_relu: gradcheck in training and eval mode") {
 }
 
 TEST_CASE("batch_norm_relu: matches PyTorch relu(batch_norm(x)) (forward, backward, running statistics)") {
-    SafeTensors fx = load_fixture("batch_norm_relu");
-    auto& t = fx.tensors;
-    for (std::string c : {"train_nchw", "train_noaffine", "eval_nchw"}) {
-        CAPTURE(c);
-        const bool affine = t.count(c + ".weight") > 0, running = t.count(c + ".running_mean") > 0;
-        const bool training = c.rfind("train", 0) == 0;
-        Tensor x = leaf(t.at(c + ".x"));
-        Tensor w = affine ? leaf(t.at(c + ".weight")) : Tensor(), b = affine ? leaf(t.at(c + ".bias")) : Tensor();
-        Tensor rm = running ? constant(t.at(c + ".running_mean")) : Tensor();
-        Tensor rv = running ? constant(t.at(c + ".running_var")) : Tensor();
-        Tensor y = batch_norm_relu(x, w, b, rm, rv, training, 0.1f, 1e-5f);
-        check_close(y, t.at(c + ".out"), 1e-5, 1e-5, c + " forward");
-        y.backward(t.at(c + ".grad_out"));
-        check_close(x.grad(), t.at(c + ".grad_x"), 1e-4, 1e-5, c + " grad x");   // 1e-4: see batch_norm's parity test
-        if (affine) {
-            check_close(w.grad(), t.at(c + ".grad_weight"), 1e-4, 1e-5, c + " grad weight");
-            check_close(b.grad(), t.at(c + ".grad_bias"), 1e-4, 1e-5, c + " grad bias");
-        }
-        if (running) {
-            check_close(rm, t.at(c + ".running_mean_after"), 1e-5, 1e-6, c + " running_mean");
-            check_close(rv, t.at(c + ".running_var_after"), 1e-5, 1e-6, c + " running_var (unbiased)");
-        }
-    }
+    check_norm_fixture("batch_norm_relu", batch_norm_relu, {"train_nchw", "train_noaffine", "eval_nchw"});
 }
 
 TEST_CASE("batch_norm_relu: equals relu(batch_norm(x)) bit for bit, saves the same bytes, parallel path included") {

@@ -21,6 +21,20 @@ struct Case {
     bool bias;
     Conv2dOptions o;
 };
+
+// gradcheck of conv2d on each case: x, W (scaled 0.5) and the bias if any, from fixed seeds.
+void gradcheck_cases(const std::vector<Case>& cases, GradcheckOptions options = {}) {
+    for (const Case& c : cases) {
+        INFO(c.name);
+        std::vector<Tensor> in = {randn_leaf(c.x, 1), randn_leaf(c.w, 2, 0.5f)};
+        if (c.bias) in.push_back(randn_leaf({c.w[0]}, 3));
+        const Conv2dOptions o = c.o;
+        gradcheck(
+            c.name,
+            [o](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], t.size() > 2 ? t[2] : Tensor(), o); },
+            in, options);
+    }
+}
 }  // namespace
 
 TEST_CASE("conv2d: gradcheck over stride, padding, dilation, groups, bias, non-square") {
@@ -49,16 +63,7 @@ TEST_CASE("conv2d: gradcheck over stride, padding, dilation, groups, bias, non-s
         {"batch 3 (uneven chunks)", {3, 2, 4, 4}, {2, 2, 2, 2}, true, opts(1, 0, 1, 1)},
         {"batch 1 (serial path)", {1, 3, 4, 4}, {2, 3, 3, 3}, true, opts(1, 1, 1, 1)},
     };
-    for (const Case& c : cases) {
-        INFO(c.name);
-        std::vector<Tensor> in = {randn_leaf(c.x, 1), randn_leaf(c.w, 2, 0.5f)};
-        if (c.bias) in.push_back(randn_leaf({c.w[0]}, 3));
-        const Conv2dOptions o = c.o;
-        gradcheck(
-            c.name,
-            [o](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], t.size() > 2 ? t[2] : Tensor(), o); },
-            in);
-    }
+    gradcheck_cases(cases);
 }
 
 TEST_CASE("conv2d: images wider than a tile are done in several tiles of output rows") {
@@ -68,16 +73,7 @@ TEST_CASE("conv2d: images wider than a tile are done in several tiles of output 
         {"3x3 s2 p1 d2, 2 row tiles", {1, 2, 15, 80}, {2, 2, 3, 3}, false, opts(2, 1, 2, 1)},
         {"groups 2, 3 row tiles", {1, 4, 13, 40}, {2, 2, 3, 3}, true, opts(1, 1, 1, 2)},
     };
-    for (const Case& c : cases) {
-        INFO(c.name);
-        std::vector<Tensor> in = {randn_leaf(c.x, 1), randn_leaf(c.w, 2, 0.5f)};
-        if (c.bias) in.push_back(randn_leaf({c.w[0]}, 3));
-        const Conv2dOptions o = c.o;
-        gradcheck(
-            c.name,
-            [o](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], t.size() > 2 ? t[2] : Tensor(), o); },
-            in, {.max_probes = 200});
-    }
+    gradcheck_cases(cases, {.max_probes = 200});
 }
 
 TEST_CASE("conv2d: same-size convs on maps of more than 128 positions run on padded planes (no im2col)") {
@@ -90,16 +86,7 @@ TEST_CASE("conv2d: same-size convs on maps of more than 128 positions run on pad
         {"3x1 p(1, 0) 13x12", {2, 2, 13, 12}, {3, 2, 3, 1}, true, tall},
         {"batch 1 (the GEMM splits over threads)", {1, 2, 12, 12}, {2, 2, 3, 3}, true, opts(1, 1, 1, 1)},
     };
-    for (const Case& c : cases) {
-        INFO(c.name);
-        std::vector<Tensor> in = {randn_leaf(c.x, 1), randn_leaf(c.w, 2, 0.5f)};
-        if (c.bias) in.push_back(randn_leaf({c.w[0]}, 3));
-        const Conv2dOptions o = c.o;
-        gradcheck(
-            c.name,
-            [o](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], t.size() > 2 ? t[2] : Tensor(), o); },
-            in, {.max_probes = 200});
-    }
+    gradcheck_cases(cases, {.max_probes = 200});
 }
 
 TEST_CASE("conv2d: input that needs no gradient (the stem) still trains W and b") {
