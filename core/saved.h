@@ -67,6 +67,13 @@ public:
     // the default expands everything and copies the rows. Serial: callers run it inside their own parallel loops.
     virtual bool has_row_unpack() const { return false; }
     virtual void unpack_rows(int64_t first, int64_t count, float* dst) const;
+    // out[i] = g[i] * f(v[i]) over all elements, where v is what unpack() would give -- for forms that store every
+    // element as one of a few values (Back Razor's 4-bit GELU code), with f evaluated once per value instead of per
+    // element and nothing unpacked. False (nothing written) for forms without such a codebook: the caller unpacks.
+    virtual bool multiply_by_codebook(float (*f)(float), const float* g, float* out) const {
+        (void)f, (void)g, (void)out;
+        return false;
+    }
 
     const Shape& shape() const { return shape_; }
     DType dtype() const { return dtype_; }

@@ -4,6 +4,11 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "core/check.h"
 
@@ -107,6 +112,38 @@ Tensor GeluDerivativeCode::unpack() const {
         }
     }
     return out;
+}
+
+bool GeluDerivativeCode::multiply_by_codebook(float (*f)(float), const float* g, float* out) const {
+    alignas(64) float value[kLevels];   // f at each code's representative
+    for (int j = 0; j < kLevels; ++j) value[j] = f(tables().representative[static_cast<size_t>(j)]);
+    const int64_t n = shape_numel(shape()), bytes = (n + 1) / 2;
+    const uint8_t* src = codes();
+    const int64_t chunks = (bytes + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+    for (int64_t k = 0; k < chunks; ++k) {
+        const int64_t begin = k * kChunk, end = std::min(bytes, begin + kChunk);
+        int64_t i = begin;
+#if defined(__AVX512F__)
+        // 8 bytes = 16 codes per step: nibbles interleaved low, high (element 2i, 2i + 1), widened to 16 indices
+        // into the 16-float table held in one register.
+        const __m512 table = _mm512_load_ps(value);
+        const __m128i low4 = _mm_set1_epi8(0x0F);
+        for (; i + 8 <= end && 2 * (i + 8) <= n; i += 8) {
+            uint64_t word;
+            std::memcpy(&word, src + i, 8);
+            const __m128i b = _mm_cvtsi64_si128(static_cast<long long>(word));
+            const __m128i codes16 = _mm_unpacklo_epi8(_mm_and_si128(b, low4), _mm_and_si128(_mm_srli_epi16(b, 4), low4));
+            const __m512 d = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(codes16), table);
+            _mm512_storeu_ps(out + 2 * i, _mm512_mul_ps(_mm512_loadu_ps(g + 2 * i), d));
+        }
+#endif
+        for (; i < end; ++i) {
+            out[2 * i] = g[2 * i] * value[src[i] & 15];
+            if (2 * i + 1 < n) out[2 * i + 1] = g[2 * i + 1] * value[src[i] >> 4];
+        }
+    }
+    return true;
 }
 
 }  // namespace razor::sparse

@@ -10,7 +10,7 @@
 // 4 bits per element, two per byte (element 2i in the low nibble, 2i + 1 in the high one).
 //
 // unpack() returns, for code j, the x~_j in [-sqrt 2, sqrt 2] with d(x~_j) = L_j, so GELU's ordinary backward
-// computes g * d(x~_j) = g * L_j: the derivative it uses is within (d_max - d_min) / 30 = 0.0419 of the exact one,
+// would compute g * d(x~_j) = g * L_j (it calls multiply_by_codebook instead, which gives the same values): the derivative it uses is within (d_max - d_min) / 30 = 0.0419 of the exact one,
 // plus 0.0016 from the coding table's resolution (tested). The unpacked values are NOT x: only GELU's backward may
 // consume them, which is why RazorSavePolicy applies this codec to the gelu op's input only (GeluSave::Derivative4).
 //
@@ -32,6 +32,9 @@ public:
     static std::unique_ptr<GeluDerivativeCode> pack(const Tensor& x);
 
     Tensor unpack() const override;   // x~ (see above): GELU's derivative at it is the coded level
+    // out = g * f(x~_code) with f evaluated at the 16 representatives only (GELU's backward passes its derivative,
+    // so out = g * L_code): no unpacked tensor and no per-element exp, the same values as f over unpack().
+    bool multiply_by_codebook(float (*f)(float), const float* g, float* out) const override;
     int64_t stored_bytes() const override { return static_cast<int64_t>(storage_->bytes); }
     std::string format() const override { return "gelu-d4"; }
     const Storage* shared_storage() const override { return storage_.get(); }

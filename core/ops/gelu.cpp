@@ -53,22 +53,25 @@ void gelu_forward(const float* x, float* y, int64_t n) {
 }
 
 // dy/dx = Phi(x) + x phi(x),  phi(x) = e^(-x^2/2) / sqrt(2 pi)
+inline float gelu_derivative(float v) { return normal_cdf(v) + v * (kInvSqrt2Pi * exp_kernel(-0.5f * v * v)); }
+float gelu_derivative_fn(float v) { return gelu_derivative(v); }   // addressable, for multiply_by_codebook
+
 // gx = g (Phi(x) + x phi(x))                                   g, x, gx: (...) -- exact
 void gelu_backward(const float* g, const float* x, float* gx, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) {
-        const float v = x[i];
-        const float pdf = kInvSqrt2Pi * exp_kernel(-0.5f * v * v);
-        gx[i] = g[i] * (normal_cdf(v) + v * pdf);
-    }
+    for (int64_t i = 0; i < n; ++i) gx[i] = g[i] * gelu_derivative(x[i]);
 }
 
 struct GeluBackward final : Node {
     std::vector<Tensor> backward(const Tensor& g_in) override {
         const Tensor g = g_in.contiguous();
+        const SavedTensor& saved = ctx.saved("x");
+        RAZOR_CHECK(g.shape() == saved.shape())
+            << "gelu backward: " << shape_str(g.shape()) << " vs " << shape_str(saved.shape());
+        Tensor gx = Tensor::empty(g.shape());
+        // A coded form (Back Razor's 4-bit GELU code) multiplies by its 16 derivative values directly.
+        if (saved.multiply_by_codebook(gelu_derivative_fn, g.f32(), gx.f32())) return {gx};
         const Tensor x = ctx.unpack("x").contiguous();
-        RAZOR_CHECK(g.shape() == x.shape()) << "gelu backward: " << shape_str(g.shape()) << " vs " << shape_str(x.shape());
-        Tensor gx = Tensor::empty(x.shape());
         gelu_backward(g.f32(), x.f32(), gx.f32(), x.numel());
         return {gx};
     }

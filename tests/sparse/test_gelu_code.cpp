@@ -105,3 +105,23 @@ TEST_CASE("gelu code: GELU backward under GeluSave::Derivative4 is within 0.0435
         CHECK(records.back().stored_bytes == (x.numel() + 1) / 2);
     }
 }
+
+TEST_CASE("gelu code: multiply_by_codebook gives g * f(unpack()) element for element, odd sizes and chunks") {
+    Generator gen(5);
+    auto f = [](float v) { return 0.25f * v * v - v + 0.5f; };   // any function of the representative
+    for (int64_t n : {1, 15, 16, 17, 33, 65537, 200001}) {   // AVX-512 blocks of 16, tails, several 32 KiB chunks
+        INFO("n " << n);
+        const Tensor x = mul(Tensor::randn({n}, gen), 2.f), g = Tensor::randn({n}, gen);
+        const auto coded = GeluDerivativeCode::pack(x);
+        std::vector<float> out(static_cast<size_t>(n), -1.f);
+        REQUIRE(coded->multiply_by_codebook(+f, g.f32(), out.data()));
+        const Tensor rep = coded->unpack();
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < n; ++i) wrong += out[i] != g.f32()[i] * f(rep.f32()[i]);
+        CHECK(wrong == 0);
+    }
+    // A dense form has no codebook: the caller unpacks.
+    const Tensor t = Tensor::ones({3});
+    float o[3];
+    CHECK_FALSE(DenseSaved(t, "test", true).multiply_by_codebook(+f, t.f32(), o));
+}
