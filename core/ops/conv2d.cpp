@@ -308,16 +308,30 @@ void im2col_small(const ConvGeometry& g, const int32_t* src, const float* x, flo
     }
 }
 
-// gx (C, H, W) += col2im(gcol) for one whole image, the adjoint of im2col_small.
-void col2im_small(const ConvGeometry& g, const int32_t* src, const float* gcol, int64_t ld, float* gx) {
-    const int64_t ohw = g.ohw(), kk = g.kk();
+// The inverse of tap_sources: for each tap k and input position q, the output position p that reads q through k
+// (at most one: for a fixed tap, p -> q is injective), or -1. (KK, H*W).
+std::vector<int32_t> tap_readers(const ConvGeometry& g, const std::vector<int32_t>& src) {
+    std::vector<int32_t> inv(static_cast<size_t>(g.kk() * g.hw()), -1);
+    for (int64_t k = 0; k < g.kk(); ++k)
+        for (int64_t p = 0; p < g.ohw(); ++p)
+            if (const int32_t q = src[k * g.ohw() + p]; q >= 0) inv[k * g.hw() + q] = static_cast<int32_t>(p);
+    return inv;
+}
+
+// gx (C, H, W) += col2im(gcol) for one whole image, the adjoint of im2col_small, as a gather over the readers of
+// each input position (contiguous stores, no scatter).
+void col2im_small(const ConvGeometry& g, const int32_t* readers, const float* gcol, int64_t ld, float* gx) {
+    const int64_t hw = g.hw(), kk = g.kk();
     for (int64_t c = 0; c < g.C; ++c) {
-        float* plane = gx + c * g.hw();
+        float* plane = gx + c * hw;
         for (int64_t k = 0; k < kk; ++k) {
-            const int32_t* s = src + k * ohw;
+            const int32_t* r = readers + k * hw;
             const float* row = gcol + (c * kk + k) * ld;
-            for (int64_t p = 0; p < ohw; ++p)
-                if (s[p] >= 0) plane[s[p]] += row[p];
+#pragma omp simd
+            for (int64_t q = 0; q < hw; ++q) {
+                const float v = row[std::max(r[q], 0)];   // in bounds even where r = -1 (then discarded)
+                plane[q] += r[q] >= 0 ? v : 0.f;
+            }
         }
     }
 }
@@ -404,6 +418,7 @@ void conv2d_backward(const ConvGeometry& g, const float* x /*(N, C, H, W) or nul
     const int64_t scratch = gw && !x ? image : 0;
     const int64_t chunks = batch_chunks(g.N);
     const std::vector<int32_t> src = images_per_gemm(g) > 1 ? tap_sources(g) : std::vector<int32_t>();
+    const std::vector<int32_t> readers = gx && !src.empty() ? tap_readers(g, src) : std::vector<int32_t>();
     // Per chunk: a tile buffer, a staging buffer, a gW partial (chunk 0 accumulates into gw itself), an image scratch.
     const int64_t per_chunk = col_size + staging_size + (gw ? w_size : 0) + scratch;
     Tensor workspace = Tensor::empty({chunks * per_chunk});
@@ -452,7 +467,7 @@ void conv2d_backward(const ConvGeometry& g, const float* x /*(N, C, H, W) or nul
             for (int64_t i = 0; i < t.nb; ++i) {
                 float* gxn = gx + (t.n + i) * image;   // (C, H, W)
                 if (t.oh0 == 0) std::fill(gxn, gxn + image, 0.f);
-                if (t.nb > 1) col2im_small(g, src.data(), col + i * ohw, T, gxn);
+                if (t.nb > 1) col2im_small(g, readers.data(), col + i * ohw, T, gxn);
                 else col2im(g, col + i * ohw, T, t.oh0, t.oh1, gxn);
             }
         });
