@@ -89,6 +89,19 @@ TEST_CASE("conv2d: same-size convs on maps of more than 128 positions run on pad
     gradcheck_cases(cases, {.max_probes = 200});
 }
 
+TEST_CASE("conv2d: maps of at most 128 positions run several images per GEMM (row copies, or tables below 8 wide)") {
+    // images_per_gemm = 256 / OHW: 4 images of 8x8 (row im2col), 16 of 4x4 and 64 of 2x2 (tap tables); a chunk's
+    // last image may run alone.
+    const std::vector<Case> cases = {
+        {"8x8 p1, 3 images", {3, 2, 8, 8}, {3, 2, 3, 3}, true, opts(1, 1, 1, 1)},
+        {"16x16 s2 -> 8x8, 5 images", {5, 2, 16, 16}, {2, 2, 3, 3}, false, opts(2, 1, 1, 1)},
+        {"4x4 p1, 5 images", {5, 3, 4, 4}, {2, 3, 3, 3}, true, opts(1, 1, 1, 1)},
+        {"2x2 p1, 3 images, groups 2", {3, 4, 2, 2}, {4, 2, 3, 3}, true, opts(1, 1, 1, 2)},
+        {"1x1 pointwise 4x4, 3 images", {3, 3, 4, 4}, {2, 3, 1, 1}, true, opts(1, 0, 1, 1)},
+    };
+    gradcheck_cases(cases, {.max_probes = 200});
+}
+
 TEST_CASE("conv2d: input that needs no gradient (the stem) still trains W and b") {
     Tensor x = Tensor::randn({2, 3, 5, 5}, default_generator());
     gradcheck("conv2d stem", [](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], t[2], opts(1, 1, 1, 1)); },
