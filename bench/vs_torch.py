@@ -141,13 +141,14 @@ def main():
                      f"{min(spread):,.0f}–{max(spread):,.0f} |")
 
     command = "/usr/bin/python3 bench/vs_torch.py " + " ".join(a for a in sys.argv[1:])
+    gemm_engine = "razor AVX-512" if "GEMM razor AVX-512" in banner else "Eigen"   # what razor's banner names
     smoke = ("**Smoke run** (`--quick`: 2 models, 2 repetitions of 3 steps, a 1024³ sgemm) on a loaded machine: it "
              "checks that the harness works, it is not the measurement.\n\n") if args.quick else ""
     text = "\n".join([
         smoke + f"Batch {args.batch}, {args.threads} threads per side, {stepbench.SGD_TEXT}; {args.reps} "
         f"repetitions of {args.steps} timed steps after {args.warmup} warm-up per process, razor and PyTorch "
         f"alternating; medians. Training FLOPs = 3 x `razor info`'s forward FLOPs per image. sgemm peak "
-        f"({args.sgemm}³, float32, median of 3 products per repetition): razor's gemm (Eigen) "
+        f"({args.sgemm}³, float32, median of 3 products per repetition): razor's gemm ({gemm_engine}) "
         f"{peaks['razor']:.1f} GFLOP/s, PyTorch's torch.mm {peaks['PyTorch']:.1f} GFLOP/s; the % column uses the "
         f"faster, {peak_side}'s ({peak:.1f} GFLOP/s). Total {seconds:.0f} s.", "",
         stepbench.machine_line(args.threads, load_start, load_end, torch_version, banner), "",
