@@ -100,16 +100,15 @@ void check_close(const Tensor& a, const Tensor& b, const std::string& what, doub
     }
 }
 
-// VGG's gradients pass five max-pools. The compact conv sums fewer terms than the masked dense one, so the two differ
-// by float32 rounding, and a near-tie in a pooling window can route a gradient to another element: that costs nothing
-// in the Release build (8.3e-6 measured), but the sanitizer build (-O1, other summation orders) flips some routes and
-// lands at 1.2e-2 relative L2 on both seeds (2026-11-30; the forward still agrees within 1e-5 there). Suspected cause,
-// not yet proven: tracked in docs/vr-pge.md. The sanitizer build checks memory safety here, not this bound.
-#ifdef RAZOR_SANITIZED
-constexpr double kPooledGradTol = 2e-2;
-#else
-constexpr double kPooledGradTol = 1e-5;
-#endif
+// VGG's gradients pass 16 BatchNorms at batch 4 (16 values per channel at 2x2), each of which scales float32
+// rounding by 1/sigma, so the bound here is 3e-5 rather than 1e-5: over seeds 20-27 the worst relative L2 error was
+// 0.85-1.17e-5 in both the Release (-O3) and an -O1 build.
+// The seed must also keep every pre-ReLU value away from zero. Seed 5 (used before 2026-12-01) put one BN output of
+// features.31, channel 317, at 2.7e-6: the compact conv's other summation order flipped that ReLU in the -O1
+// (sanitizer) build, moving channel 317's bias gradient by 8 % (1.2e-2 relative L2 over all gradients) while the
+// logits agreed within 1e-5. A flipped ReLU is a property of the data, not of compact execution; seed 24's smallest
+// pre-ReLU margins are far above float32 rounding.
+constexpr double kVggGradTol = 3e-5;
 
 template <class Net>
 void check_compact_equals_masked(const std::string& name, const Shape& input, int64_t empty_layer, uint64_t seed,
@@ -243,10 +242,10 @@ TEST_CASE("channel plan: compact == dense with zeroed channels, forward and all 
 }
 
 TEST_CASE("channel plan: compact == dense with zeroed channels, forward and all gradients (vgg19_bn)") {
-    check_compact_equals_masked<models::VGG>("vgg19_bn", {4, 3, 32, 32}, -1, 5, kPooledGradTol);
+    check_compact_equals_masked<models::VGG>("vgg19_bn", {4, 3, 32, 32}, -1, 24, kVggGradTol);
     // the last conv keeps nothing: the classifier sees zeros. (An empty conv earlier makes the next layer's maps
     // constant, and max-pool ties then route gradients by float rounding: not a well-posed comparison.)
-    check_compact_equals_masked<models::VGG>("vgg19_bn", {4, 3, 32, 32}, 15, 6, kPooledGradTol);
+    check_compact_equals_masked<models::VGG>("vgg19_bn", {4, 3, 32, 32}, 15, 6, kVggGradTol);
     MESSAGE("largest relative L2 gradient error so far: ", worst_grad_error);
 }
 
