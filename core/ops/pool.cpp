@@ -20,6 +20,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "core/autograd.h"
 #include "core/check.h"
@@ -83,34 +88,93 @@ inline int64_t adaptive_end(int64_t i, int64_t in, int64_t out) { return ((i + 1
 
 // ---------------------------------------------------------------- max_pool2d
 
+// The maximum of window (oh, ow) of plane xp (H, W) and its position in the window (row-major); ties go to the first
+// maximum, a NaN wins (as PyTorch), and a window of -inf reports its first real position.
+inline float max_window(const float* xp, const Geometry& g, int64_t oh, int64_t ow, int64_t& best_at) {
+    const int64_t h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
+    const int64_t i0 = std::max<int64_t>(h0, 0), i1 = std::min(h0 + g.kh, g.H);
+    const int64_t j0 = std::max<int64_t>(w0, 0), j1 = std::min(w0 + g.kw, g.W);
+    float best = -std::numeric_limits<float>::infinity();
+    best_at = (i0 - h0) * g.kw + (j0 - w0);
+    for (int64_t i = i0; i < i1; ++i)
+        for (int64_t j = j0; j < j1; ++j) {
+            const float v = xp[i * g.W + j];
+            if (v > best || std::isnan(v)) {
+                best = v;
+                best_at = (i - h0) * g.kw + (j - w0);
+            }
+        }
+    return best;
+}
+
+#if defined(__AVX512F__)
+// The common case, kernel 2x2, stride 2, no padding (every CIFAR VGG pool), 16 outputs per step. With the input
+// rows r0, r1 of output row oh and columns 2 ow, 2 ow + 1 de-interleaved into even and odd lanes, the window's four
+// values in max_window's order are e0 = r0 even, e1 = r0 odd, e2 = r1 even, e3 = r1 odd; best = e0, then
+// best = e_t wherever e_t > best: the same first-maximum-wins result and index as max_window. A chunk that holds a
+// NaN is redone by max_window (a NaN wins there). Returns false when the geometry is not this case.
+bool max_pool_2x2_forward(const float* x, float* y, uint8_t* idx, const Geometry& g) {
+    if (g.kh != 2 || g.kw != 2 || g.sh != 2 || g.sw != 2 || g.ph != 0 || g.pw != 0) return false;
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+#pragma omp parallel for schedule(static) if (g.P * g.OH * g.OW * 4 > kParallelWork)
+    for (int64_t p = 0; p < g.P; ++p)
+        for (int64_t oh = 0; oh < g.OH; ++oh) {
+            const float* r0 = x + (p * g.H + 2 * oh) * g.W;
+            const float* r1 = r0 + g.W;
+            const int64_t o_row = (p * g.OH + oh) * g.OW;
+            for (int64_t ow = 0; ow < g.OW; ow += 16) {
+                const int n = static_cast<int>(std::min<int64_t>(16, g.OW - ow));
+                const __mmask16 out = static_cast<__mmask16>((1u << n) - 1u);
+                const __mmask16 lo = static_cast<__mmask16>((1u << std::min(2 * n, 16)) - 1u);
+                const __mmask16 hi = static_cast<__mmask16>((1u << std::max(2 * n - 16, 0)) - 1u);
+                const __m512 a0 = _mm512_maskz_loadu_ps(lo, r0 + 2 * ow), a1 = _mm512_maskz_loadu_ps(hi, r0 + 2 * ow + 16);
+                const __m512 b0 = _mm512_maskz_loadu_ps(lo, r1 + 2 * ow), b1 = _mm512_maskz_loadu_ps(hi, r1 + 2 * ow + 16);
+                const __m512 e[4] = {_mm512_permutex2var_ps(a0, even, a1), _mm512_permutex2var_ps(a0, odd, a1),
+                                     _mm512_permutex2var_ps(b0, even, b1), _mm512_permutex2var_ps(b0, odd, b1)};
+                __mmask16 nan = 0;
+                for (const __m512& v : e) nan |= _mm512_mask_cmp_ps_mask(out, v, v, _CMP_UNORD_Q);
+                if (nan) {   // rare
+                    for (int64_t i = ow; i < ow + n; ++i) {
+                        int64_t at;
+                        y[o_row + i] = max_window(x + p * g.H * g.W, g, oh, i, at);
+                        if (idx) idx[o_row + i] = static_cast<uint8_t>(at);
+                    }
+                    continue;
+                }
+                __m512 best = e[0];
+                __m512i at = _mm512_setzero_si512();
+                for (int t = 1; t < 4; ++t) {
+                    const __mmask16 gt = _mm512_cmp_ps_mask(e[t], best, _CMP_GT_OQ);
+                    best = _mm512_mask_mov_ps(best, gt, e[t]);
+                    at = _mm512_mask_mov_epi32(at, gt, _mm512_set1_epi32(t));
+                }
+                _mm512_mask_storeu_ps(y + o_row + ow, out, best);
+                if (idx) _mm512_mask_cvtepi32_storeu_epi8(idx + o_row + ow, out, at);
+            }
+        }
+    return true;
+}
+#endif
+
 // Forward for one index type T (uint8_t or int64_t). idx may be null (no gradient needed).
 template <class T>
 void max_pool_forward(const float* x /*(P, H, W)*/, float* y /*(P, OH, OW)*/, T* idx /*(P, OH, OW) or null*/,
                       const Geometry& g) {
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<T, uint8_t>)
+        if (max_pool_2x2_forward(x, y, idx, g)) return;
+#endif
 #pragma omp parallel for schedule(static) if (g.P * g.OH * g.OW * g.kh * g.kw > kParallelWork)
     for (int64_t p = 0; p < g.P; ++p) {
         const float* xp = x + p * g.H * g.W;   // (H, W)
-        for (int64_t oh = 0; oh < g.OH; ++oh) {
-            const int64_t h0 = oh * g.sh - g.ph;
-            const int64_t i0 = std::max<int64_t>(h0, 0), i1 = std::min(h0 + g.kh, g.H);
+        for (int64_t oh = 0; oh < g.OH; ++oh)
             for (int64_t ow = 0; ow < g.OW; ++ow) {
-                const int64_t w0 = ow * g.sw - g.pw;
-                const int64_t j0 = std::max<int64_t>(w0, 0), j1 = std::min(w0 + g.kw, g.W);
-                float best = -std::numeric_limits<float>::infinity();
-                int64_t best_at = (i0 - h0) * g.kw + (j0 - w0);   // the first real position, if all are -inf
-                for (int64_t i = i0; i < i1; ++i)
-                    for (int64_t j = j0; j < j1; ++j) {
-                        const float v = xp[i * g.W + j];
-                        if (v > best || std::isnan(v)) {   // NaN propagates (as PyTorch)
-                            best = v;
-                            best_at = (i - h0) * g.kw + (j - w0);
-                        }
-                    }
                 const int64_t o = (p * g.OH + oh) * g.OW + ow;
-                y[o] = best;
+                int64_t best_at;
+                y[o] = max_window(xp, g, oh, ow, best_at);
                 if (idx) idx[o] = static_cast<T>(best_at);
             }
-        }
     }
 }
 

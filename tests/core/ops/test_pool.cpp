@@ -1,6 +1,8 @@
 // tests/core/ops/test_pool.cpp -- max_pool2d, avg_pool2d, adaptive_avg_pool2d: gradcheck, PyTorch parity, errors,
 // what is saved.
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "support/gradcheck.h"
@@ -87,6 +89,43 @@ TEST_CASE("max_pool2d: forward values, first-max ties, gradient routing") {
     CHECK(y.to_vector() == std::vector<float>{5, 9, -1, -3});
     y.backward(Tensor::from_vector({1, 1, 2, 2}, {1, 2, 3, 4}));
     CHECK(x.grad().to_vector() == std::vector<float>{1, 0, 0, 0, 0, 0, 0, 2, 3, 0, 4, 0, 0, 0, 0, 0});
+}
+
+TEST_CASE("max_pool2d: the 2x2 stride-2 kernel equals the window definition (ties, NaN, -inf, row tails)") {
+    // Values from a 5-level set, so most windows hold ties; some NaN and -inf. Widths give 1, 15, 16, 17 and 20
+    // outputs per row (the vector kernel does 16 at a time) and an odd width (the last column is in no window).
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    const float levels[] = {-inf, -1.f, 0.f, 2.f, 2.f};
+    for (const int64_t W : {2, 30, 32, 35, 40}) {
+        INFO("W = ", W);
+        const int64_t P = 3, H = 6, OH = 3, OW = W / 2;
+        Generator gen(static_cast<uint64_t>(W));
+        std::vector<float> v(P * H * W);
+        for (float& f : v) f = gen.uniform() < 0.02 ? nan : levels[gen.randint(5)];
+        Tensor x = Tensor::from_vector({1, P, H, W}, v);
+        x.requires_grad_();
+        Tensor y = max_pool2d(x, {});
+        std::vector<float> g(P * OH * OW);
+        std::iota(g.begin(), g.end(), 1.f);
+        y.backward(Tensor::from_vector(y.shape(), g));
+        const std::vector<float> got = y.to_vector(), gx = x.grad().to_vector();
+        for (int64_t p = 0; p < P; ++p)
+            for (int64_t oh = 0; oh < OH; ++oh)
+                for (int64_t ow = 0; ow < OW; ++ow) {
+                    // window order (0,0), (0,1), (1,0), (1,1): the first maximum, or the last NaN
+                    float best = -inf;
+                    int64_t at = (p * H + 2 * oh) * W + 2 * ow;
+                    for (int64_t i = 0; i < 2; ++i)
+                        for (int64_t j = 0; j < 2; ++j) {
+                            const int64_t q = (p * H + 2 * oh + i) * W + 2 * ow + j;
+                            if (v[q] > best || std::isnan(v[q])) best = v[q], at = q;
+                        }
+                    const int64_t o = (p * OH + oh) * OW + ow;
+                    if (std::isnan(best)) CHECK(std::isnan(got[o]));
+                    else CHECK(got[o] == best);
+                    CHECK(gx[at] == g[o]);   // the gradient went to that position
+                }
+    }
 }
 
 TEST_CASE("max_pool2d: saves 1 byte per output (U8 window index), nothing after backward") {
