@@ -85,13 +85,19 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
     }
 
     NoGradGuard no_grad;
-    auto accumulate_leaf = [](const std::shared_ptr<TensorImpl>& leaf, const Tensor& g) {
+    // A leaf's first gradient becomes its .grad. When nothing else holds g's storage (a fresh, whole, contiguous
+    // buffer: the usual case for a parameter's gradient) .grad takes it over, as PyTorch's AccumulateGrad does;
+    // otherwise (an op that returned one tensor for two inputs, a view, the caller's seed) it gets a private copy.
+    auto accumulate_leaf = [](const std::shared_ptr<TensorImpl>& leaf, Tensor& g) {
         Tensor leaf_tensor(leaf);
         Tensor current = leaf_tensor.grad();
-        if (!current.defined())
-            leaf_tensor.set_grad(owned_copy(g));
-        else
+        if (current.defined())
             accumulate_into(current, g);
+        else if (g.impl().use_count() == 1 && g.storage().use_count() == 1 && g.is_contiguous() &&
+                 static_cast<size_t>(g.numel()) * dtype_size(g.dtype()) == g.storage()->bytes)
+            leaf_tensor.set_grad(std::move(g));
+        else
+            leaf_tensor.set_grad(owned_copy(g));
     };
 
     if (!root.grad_fn()) {   // a leaf: d(root)/d(root) = seed

@@ -39,6 +39,29 @@ TEST_CASE("autograd: a tensor used twice gets the sum of both gradients") {
     CHECK(a.grad().to_vector() == std::vector<float>{3, 2});
 }
 
+TEST_CASE("autograd: a leaf's .grad never aliases another tensor (the first gradient is taken over only when unshared)") {
+    Tensor a = Tensor::from_vector({3}, {1, 2, 3}).requires_grad_();
+    Tensor b = Tensor::from_vector({3}, {4, 5, 6}).requires_grad_();
+    add(a, b).backward(Tensor::ones({3}));   // add's backward may hand one tensor to both inputs
+    REQUIRE(a.grad().defined());
+    REQUIRE(b.grad().defined());
+    CHECK_FALSE(a.grad().same_storage(b.grad()));
+    a.grad().add_(Tensor::ones({3}));
+    CHECK(b.grad().to_vector() == std::vector<float>{1, 1, 1});
+    // The caller's seed on a leaf root stays the caller's.
+    Tensor seed = Tensor::from_vector({3}, {7, 8, 9});
+    Tensor c = Tensor::from_vector({3}, {0, 0, 0}).requires_grad_();
+    c.backward(seed);
+    CHECK_FALSE(c.grad().same_storage(seed));
+    c.grad().add_(Tensor::ones({3}));
+    CHECK(seed.to_vector() == std::vector<float>{7, 8, 9});
+    // A fresh gradient (mul's) is taken over: nothing else holds its storage.
+    Tensor d = Tensor::from_vector({3}, {1, 2, 3}).requires_grad_();
+    mul(d, 2.f).backward(Tensor::ones({3}));
+    CHECK(d.grad().storage().use_count() == 1);
+    CHECK(d.grad().to_vector() == std::vector<float>{2, 2, 2});
+}
+
 TEST_CASE("autograd: NoGradGuard records nothing") {
     Tensor a = randn_leaf({4}, 1);
     {
