@@ -9,6 +9,7 @@
 //          them: single-threaded, every thread of the team on its own product at once (--threads of them):
 //            fwd  y (OC, T) = W (OC, C*9) . col (C*9, T)           NN
 //            gW   gW (OC, C*9) += gy (OC, T) . col^T               NT, beta 1
+//            gW^T gW^T (C*9, OC) += col (C*9, T) . gy^T             NT, beta 1 (what conv2d runs)
 //            gcol gcol (C*9, T) = W^T . gy (OC, T)                 TN
 //   linear ViT-tiny (d 192, 128 x 65 = 8320 tokens) and an MLP at batch 128: y = x W^T (NT), gx = gy W (NN),
 //          gW = gy^T x (TN), one product split over --threads threads by the engine.
@@ -54,6 +55,7 @@ std::vector<Case> cases() {
         const int64_t ck = C * kk;
         list.push_back({"conv", std::string(name) + " fwd", false, false, OC, T, ck, 0.f, true});
         list.push_back({"conv", std::string(name) + " gW", false, true, OC, ck, T, 1.f, true});
+        list.push_back({"conv", std::string(name) + " gW^T", false, true, ck, OC, T, 1.f, true});
         list.push_back({"conv", std::string(name) + " gcol", true, false, ck, T, OC, 0.f, true});
     };
     conv("stem 3->16 T256", 3, 16, 256, 9);

@@ -143,14 +143,18 @@ void gemm_with(GemmEngine engine, bool trans_a, bool trans_b, int64_t M, int64_t
 bool gemm_rows_available() { return gemm_engine_available(GemmEngine::Avx512); }
 
 void gemm_rows(bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-               const float* B, const int64_t* b_rows, float beta, float* C, int64_t ldc) {
+               const int64_t* a_rows, const float* B, int64_t ldb, const int64_t* b_rows, float beta, float* C,
+               int64_t ldc) {
     RAZOR_CHECK(gemm_rows_available()) << "gemm_rows: needs the AVX-512 engine (check gemm_rows_available())";
-    const int64_t ldb = trans_b ? K : N;   // unused: rows come from b_rows; satisfies the common size checks
+    // With a row table the stride is unused; any value that satisfies the common size checks will do.
+    if (a_rows) lda = K;
+    if (b_rows) ldb = trans_b ? K : N;
     if (trivial(false, trans_b, M, N, K, alpha, lda, ldb, beta, C, ldc)) return;
 #if defined(__AVX512F__)
-    detail::gemm_avx512(false, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, gemm_threads(M, N, K), b_rows);
+    detail::gemm_avx512(false, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, gemm_threads(M, N, K), a_rows,
+                        b_rows);
 #else
-    (void)A, (void)B, (void)b_rows;
+    (void)A, (void)B, (void)a_rows, (void)b_rows;
 #endif
 }
 

@@ -29,19 +29,21 @@ void gemm_with(GemmEngine engine, bool trans_a, bool trans_b, int64_t M, int64_t
                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 const char* gemm_engine_name();                  // what gemm() uses: "razor AVX-512" or "Eigen", for the banner
 
-// gemm (trans_a = false) with B given by row addresses: stored row r of B -- row k of op(B) = B (K, N), or row j
-// of B (N, K) under trans_b -- starts at B + b_rows[r]. Rows may overlap: conv2d passes shifted windows of a
+// gemm (trans_a = false) with either operand given by row addresses: row i of A (M, K) starts at A + a_rows[i],
+// and stored row r of B -- row k of op(B) = B (K, N), or row j of B (N, K) under trans_b -- at B + b_rows[r]. A null
+// table means the usual rows (A + i * lda, B + r * ldb). Rows may overlap: conv2d passes shifted windows of a
 // zero-padded image as the rows of its im2col matrix, which is then never built. Only the AVX-512 engine has it.
 bool gemm_rows_available();
 void gemm_rows(bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-               const float* B, const int64_t* b_rows, float beta, float* C, int64_t ldc);
+               const int64_t* a_rows, const float* B, int64_t ldb, const int64_t* b_rows, float beta, float* C,
+               int64_t ldc);
 
 namespace detail {
-// gemm_avx512.cpp (only with __AVX512F__); threads > 1 splits the product over an OpenMP team; b_rows as in
-// gemm_rows, or null.
+// gemm_avx512.cpp (only with __AVX512F__); threads > 1 splits the product over an OpenMP team; a_rows (only
+// without trans_a) and b_rows as in gemm_rows, or null.
 void gemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                  int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int threads,
-                 const int64_t* b_rows = nullptr);
+                 const int64_t* a_rows = nullptr, const int64_t* b_rows = nullptr);
 }  // namespace detail
 
 }  // namespace razor

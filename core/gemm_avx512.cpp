@@ -18,7 +18,8 @@
 //
 // Operands as the kernel reads them:
 //   op(A): in place. The MR values of step k are broadcast from A[k * lda + i] (stored (K, M): adjacent) or from
-//          A[i * lda + k] (stored (M, K): one stream per row); an MR x KC block (8 KiB) stays in L1 while the
+//          A[i * lda + k] (stored (M, K): one stream per row; gemm_rows: A[a_rows[i] + k]); an MR x KC block
+//          (8 KiB) stays in L1 while the
 //          kernel sweeps the B block. Rows past M repeat the last row (computed, never stored). Dropping the
 //          packed copy of A (a transposing copy per MC x KC block) raised the same harness's figures 5-40 %
 //          (e.g. ViT fc2 forward 62 -> 91 GFLOP/s, conv 64->64 forward 64 -> 75).
@@ -87,6 +88,7 @@ struct Problem {
     float* C;
     int64_t ldc;
     const float* b_packed;   // op(B) in NR-column panels (trans_b), else null: B is read in place
+    const int64_t* a_rows;   // row i of A (M, K) at A + a_rows[i] (gemm_rows; not trans_a), else as lda says
     const int64_t* b_rows;   // stored row r of B at B + b_rows[r] (gemm_rows), else at B + r * ldb
     int64_t b_row(int64_t r) const { return b_rows ? b_rows[r] : r * ldb; }
 };
@@ -190,9 +192,12 @@ void compute_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t
             for (int64_t k = 0; k < kc; ++k) b_off[k] = p.b_packed ? k * NR : p.b_row(pc + k);
             for (int64_t i0 = m0; i0 < m1; i0 += MR) {
                 const int m = static_cast<int>(std::min<int64_t>(MR, m1 - i0));
-                int64_t row[MR];
-                for (int i = 0; i < MR; ++i) row[i] = std::min(i, m - 1) * a_row;
-                const float* a = p.A + i0 * a_row + pc * a_step;
+                int64_t row[MR];   // offsets of the tile's rows of op(A), from a
+                const float* a = p.A + pc * a_step;
+                for (int i = 0; i < MR; ++i) {
+                    const int64_t r = i0 + std::min(i, m - 1);
+                    row[i] = p.a_rows ? p.a_rows[r] : r * a_row;
+                }
                 for (int64_t jr = 0; jr < nc; jr += NR) {
                     const int64_t j = jc + jr;
                     const int n = static_cast<int>(std::min<int64_t>(NR, jc + nc - j));
@@ -211,8 +216,8 @@ void compute_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t
 
 void gemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                  int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int threads,
-                 const int64_t* b_rows) {
-    Problem p{trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr, b_rows};
+                 const int64_t* a_rows, const int64_t* b_rows) {
+    Problem p{trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr, a_rows, b_rows};
     const int64_t panels = (N + NR - 1) / NR;
     thread_local AlignedBuffer b_buffer;   // the calling thread's; shared with the team through p.b_packed
     float* b_packed = trans_b ? b_buffer.get(panels * K * NR) : nullptr;

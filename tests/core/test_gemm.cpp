@@ -132,28 +132,38 @@ TEST_CASE("gemm: the AVX-512 engine gives the same bits on 1 and 2 threads") {
     CHECK(one == two);
 }
 
-TEST_CASE("gemm_rows: B given by row addresses (overlapping windows) equals gemm on the explicit matrix") {
+TEST_CASE("gemm_rows: A or B given by row addresses (overlapping windows) equals gemm on the explicit matrix") {
     if (!gemm_rows_available()) return;   // AVX-512 engine only; conv2d then builds im2col instead
     Generator gen(11);
-    // A buffer whose windows are B's rows: row r starts at offsets[r] (overlapping, unsorted, like conv2d's taps).
+    // rows x len windows of a buffer: row r starts at offsets[r] (overlapping, unsorted, like conv2d's taps).
+    struct Windows {
+        std::vector<float> buffer, matrix;   // the buffer and the explicit (rows, len) matrix
+        std::vector<int64_t> offsets;
+    };
+    auto windows = [&](int64_t rows, int64_t len) {
+        Windows w{random_vector(static_cast<size_t>(rows * 3 + len + 7), gen), std::vector<float>(rows * len),
+                  std::vector<int64_t>(rows)};
+        for (int64_t r = 0; r < rows; ++r) w.offsets[r] = (r * 7 + 3) % (rows * 3 + 7);   // in range, overlapping
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t j = 0; j < len; ++j) w.matrix[r * len + j] = w.buffer[w.offsets[r] + j];
+        return w;
+    };
     for (Size s : {Size{5, 37, 9}, Size{17, 100, 300}, Size{8, 48, 256}, Size{1, 1, 1}, Size{33, 130, 70}}) {
         for (int tb = 0; tb < 2; ++tb) {
             INFO("M ", s.M, " N ", s.N, " K ", s.K, " trans_b ", tb);
             const int64_t rows = tb ? s.N : s.K, len = tb ? s.K : s.N;   // B stored (rows, len)
-            const std::vector<float> buffer = random_vector(static_cast<size_t>(rows * 3 + len + 7), gen);
-            std::vector<int64_t> offsets(static_cast<size_t>(rows));
-            for (int64_t r = 0; r < rows; ++r) offsets[r] = (r * 7 + 3) % (rows * 3 + 7);   // in range, overlapping
-            std::vector<float> B(static_cast<size_t>(rows * len));   // the explicit matrix
-            for (int64_t r = 0; r < rows; ++r)
-                for (int64_t j = 0; j < len; ++j) B[r * len + j] = buffer[offsets[r] + j];
-            const std::vector<float> A = random_vector(static_cast<size_t>(s.M * s.K), gen);
+            const Windows a = windows(s.M, s.K), b = windows(rows, len);
             for (float beta : {0.f, 1.f}) {
-                std::vector<float> expected = random_vector(static_cast<size_t>(s.M * s.N), gen), got = expected;
-                gemm_with(GemmEngine::Avx512, false, tb, s.M, s.N, s.K, 0.5f, A.data(), s.K, B.data(), len, beta,
-                          expected.data(), s.N);
-                gemm_rows(tb, s.M, s.N, s.K, 0.5f, A.data(), s.K, buffer.data(), offsets.data(), beta, got.data(),
-                          s.N);
-                CHECK(got == expected);   // the same kernel, summation order and blocking: bit for bit
+                std::vector<float> expected = random_vector(static_cast<size_t>(s.M * s.N), gen);
+                std::vector<float> got_b = expected, got_a = expected;
+                gemm_with(GemmEngine::Avx512, false, tb, s.M, s.N, s.K, 0.5f, a.matrix.data(), s.K, b.matrix.data(),
+                          len, beta, expected.data(), s.N);
+                gemm_rows(tb, s.M, s.N, s.K, 0.5f, a.matrix.data(), s.K, nullptr, b.buffer.data(), 0,
+                          b.offsets.data(), beta, got_b.data(), s.N);
+                gemm_rows(tb, s.M, s.N, s.K, 0.5f, a.buffer.data(), 0, a.offsets.data(), b.matrix.data(), len,
+                          nullptr, beta, got_a.data(), s.N);
+                CHECK(got_b == expected);   // the same kernel, summation order and blocking: bit for bit
+                CHECK(got_a == expected);
             }
         }
     }
