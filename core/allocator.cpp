@@ -39,6 +39,7 @@ size_t size_class(size_t bytes) {
 struct State {
     std::mutex mutex;
     std::unordered_map<size_t, std::vector<void*>> free_blocks;   // size class -> cached blocks
+    std::unordered_map<void*, size_t> larger;   // live blocks serving a smaller class -> their own class
     int64_t live = 0, peak = 0, max_live = 0;                     // max_live: never reset (the cache's cap)
     int64_t allocations = 0, os_allocations = 0, cached = 0, os_bytes = 0;
 };
@@ -61,6 +62,24 @@ int64_t read_status_kib(const char* key) {
     }
     return 0;
 }
+
+// Takes a cached block for class cls: of that class, else of the nearest larger class up to twice cls. Null when
+// none is cached. Without the borrowing, VR-PGE's sampled subnetworks (new sizes every step, while the cache sits at
+// its cap with blocks of other classes) took 374 blocks from the OS in 3 resnet32x2 iterations; with it, 196.
+// Under s.mutex.
+void* take_cached(State& s, size_t cls) {
+    for (size_t c = cls; c <= 2 * cls; c = size_class(c + 1)) {
+        auto it = s.free_blocks.find(c);
+        if (it == s.free_blocks.end() || it->second.empty()) continue;
+        void* ptr = it->second.back();
+        it->second.pop_back();
+        s.cached -= static_cast<int64_t>(c);
+        RAZOR_UNPOISON(ptr, c);
+        if (c != cls) s.larger.emplace(ptr, c);
+        return ptr;
+    }
+    return nullptr;
+}
 }  // namespace
 
 void* tracked_alloc(size_t bytes) {
@@ -69,13 +88,7 @@ void* tracked_alloc(size_t bytes) {
     void* ptr = nullptr;
     {
         std::lock_guard<std::mutex> lock(s.mutex);
-        auto it = s.free_blocks.find(cls);
-        if (it != s.free_blocks.end() && !it->second.empty()) {
-            ptr = it->second.back();
-            it->second.pop_back();
-            s.cached -= static_cast<int64_t>(cls);
-            RAZOR_UNPOISON(ptr, cls);
-        }
+        ptr = take_cached(s, cls);
     }
     const bool from_os = ptr == nullptr;
     if (from_os) ptr = std::aligned_alloc(kAlignment, cls);
@@ -94,10 +107,12 @@ void* tracked_alloc(size_t bytes) {
 
 void tracked_free(void* ptr, size_t bytes) {
     if (!ptr) return;
-    const size_t cls = size_class(bytes);
+    size_t cls = size_class(bytes);
     State& s = state();
     {
         std::lock_guard<std::mutex> lock(s.mutex);
+        if (!s.larger.empty())
+            if (auto it = s.larger.find(ptr); it != s.larger.end()) cls = it->second, s.larger.erase(it);
         s.live -= static_cast<int64_t>(bytes);
         // Keep the block unless the cache would outgrow twice the largest live set seen (then the sizes in use
         // have changed, e.g. a smaller last batch or eval, and the memory is better given back). Twice: the blocks

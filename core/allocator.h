@@ -9,7 +9,9 @@
 // class, and the next request of that class takes it back. A training step asks for the same sizes every step, so
 // after the first (warm-up) step it allocates nothing from the OS: no page faults, no kernel clearing of fresh
 // pages (docs/bench-ops.md has the perf stat figures). Size classes: multiples of 64 bytes up to 4 KiB, then 8
-// classes per power of two (a block is at most 12.5 % larger than asked). The cache holds at most twice the highest
+// classes per power of two (a block is at most 12.5 % larger than asked). A request whose class has no cached block
+// takes one of the nearest larger class up to twice the size, which goes back to its own class when freed, so
+// steps whose sizes change (VR-PGE's sampled subnetworks) still reuse the cache. The cache holds at most twice the highest
 // live_bytes seen so far (beyond that a freed block goes back to the OS), and empty_cache() releases
 // it all, as torch.cuda.empty_cache does for PyTorch's caching allocator.
 //

@@ -31,6 +31,25 @@ TEST_CASE("allocator: a freed block is reused for the same size class; live and 
     CHECK(memory_stats().live_bytes == before.live_bytes);
 }
 
+TEST_CASE("allocator: an empty class borrows a cached block of a larger class (up to 2x), which returns to its own") {
+    empty_cache();
+    void* big = nullptr;
+    { Tensor a = Tensor::empty({150'000}); big = a.f32(); }   // 600,000 bytes: class 655,360 (10 * 2^16)
+    const MemoryStats cached = memory_stats();
+    {
+        Tensor b = Tensor::empty({110'000});   // 440,000 bytes: class 458,752 (14 * 2^15), empty; 655,360 <= 2 x 458,752
+        CHECK(b.f32() == big);
+        CHECK(memory_stats().os_allocations == cached.os_allocations);
+        CHECK(memory_stats().cached_bytes == cached.cached_bytes - 655'360);
+        Tensor c = Tensor::empty({60'000});    // 240,000 bytes: no cached block within 2x -> the OS
+        CHECK(memory_stats().os_allocations == cached.os_allocations + 1);
+    }
+    CHECK(memory_stats().cached_bytes == cached.cached_bytes + 245'760);   // the big block back at its class, + c's
+    Tensor d = Tensor::empty({150'000});   // its own class again
+    CHECK(d.f32() == big);
+    CHECK(memory_stats().os_allocations == cached.os_allocations + 1);
+}
+
 TEST_CASE("allocator: empty_cache returns every cached block; os_bytes = live blocks + cache") {
     { Tensor a = Tensor::empty({50'000}), b = Tensor::empty({3, 7}); }
     CHECK(memory_stats().cached_bytes > 0);

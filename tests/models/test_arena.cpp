@@ -1,4 +1,4 @@
-// tests/models/test_arena.cpp -- the caching allocator as an activation arena: after two warm-up training steps,
+// tests/models/test_arena.cpp -- the caching allocator as an activation arena: after three warm-up training steps,
 // a step takes no tensor block from the OS (core/allocator.h; the page-fault figures are in docs/bench-ops.md).
 #include "models/registry.h"
 #include "optim/sgd.h"
@@ -6,7 +6,7 @@
 
 using namespace razor;
 
-TEST_CASE("arena: after two warm-up steps, a training step allocates nothing from the OS; accounting is exact") {
+TEST_CASE("arena: after three warm-up steps, a training step allocates nothing from the OS; accounting is exact") {
     for (std::string name : {"resnet20", "vgg16_bn"}) {
         CAPTURE(name);
         Generator gen(3);
@@ -20,10 +20,13 @@ TEST_CASE("arena: after two warm-up steps, a training step allocates nothing fro
             loss.backward();
             opt.step();
         };
-        // Warm-up, two steps: the first takes activations and gradients from the OS, and its SGD momentum buffers
+        // Warm-up, three steps: the first takes activations and gradients from the OS, and its SGD momentum buffers
         // (created in opt.step, after backward) take cached activation blocks of their size class; the second
-        // step's activations then need those blocks once more from the OS. From then on, every step is served
-        // from the cache.
+        // step's activations then need those blocks once more from the OS, and a request whose class is empty may
+        // borrow a block of a larger class (allocator.h), which a later request of that class then misses: vgg16_bn
+        // takes one more block from the OS in its third step (measured), none after. From then on, every step is
+        // served from the cache.
+        step();
         step();
         step();
         std::vector<MemoryStats> after;
