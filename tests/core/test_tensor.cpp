@@ -19,6 +19,24 @@ TEST_CASE("tensor: factories, views and contiguous copies") {
     CHECK_THROWS_AS(Tensor::from_vector({2, 2}, {1, 2, 3}), Error);
 }
 
+TEST_CASE("tensor: clone copies every element, packed (in pieces above 1 MiB) or strided") {
+    for (int64_t n : {int64_t{1}, int64_t{33}, int64_t{300'001}}) {   // 300,001 floats: 1.2 MB, copied in 8 pieces
+        INFO("n = ", n);
+        Tensor t = Tensor::arange(n);
+        Tensor c = t.clone();
+        CHECK_FALSE(c.same_storage(t));
+        CHECK(c.to_vector() == t.to_vector());
+        // a view at an offset (its storage is larger than the view): only the view's elements
+        Tensor tail = Tensor::arange(n + 5).as_strided({n}, {1}, 5);
+        const std::vector<float> got = tail.clone().to_vector();
+        REQUIRE(static_cast<int64_t>(got.size()) == n);
+        CHECK(got.front() == 5.f);
+        CHECK(got.back() == static_cast<float>(n + 4));
+    }
+    Tensor v = Tensor::arange(6).as_strided({3, 2}, {1, 3}, 0);   // strided: element by element
+    CHECK(v.clone().to_vector() == std::vector<float>{0, 3, 1, 4, 2, 5});
+}
+
 TEST_CASE("tensor: the tracking allocator counts live and peak bytes") {
     const MemoryStats before = memory_stats();
     reset_peak_memory();
