@@ -55,7 +55,7 @@ BasicBlock::BasicBlock(int64_t in, int64_t out, int64_t stride, Shortcut kind, G
 Tensor BasicBlock::forward(const Tensor& x) {
     Tensor h = bn1->forward_relu((*conv1)(x));          // (N, out, H/s, W/s): relu(bn1(.)) fused
     h = (*bn2)((*conv2)(h));
-    return relu(add(h, shortcut ? (*shortcut)(x) : x));  // the residual add, then ReLU
+    return add_relu(h, shortcut ? (*shortcut)(x) : x);  // the residual add, then ReLU (one fused op)
 }
 
 CifarResNet::CifarResNet(int64_t n, std::array<int64_t, 3> w, Shortcut kind, int64_t C, int64_t classes,

@@ -1,19 +1,53 @@
-// core/ops/relu.cpp -- y = max(x, 0).
+// core/ops/relu.cpp -- y = max(x, 0), and the residual block's y = max(a + b, 0) as one op.
 //
-// reference: torch.nn.functional.relu. docs: docs/back-razor.md (ReLU keeps 1 bit, not the tensor).
+// reference: torch.nn.functional.relu (add_relu: torch.relu(a + b)). docs: docs/back-razor.md (ReLU keeps 1 bit,
+// not the tensor), docs/ops.md "Fused ops".
 //
-// Saves: a 1-bit mask (x > 0) as SaveKind::Mask: n/8 bytes instead of PyTorch's 4n (it saves the result).
+// Saves: a 1-bit mask (y > 0) as SaveKind::Mask: n/8 bytes instead of PyTorch's 4n (it saves the result).
 //        That is all backward needs, and it leaves the next op free to save its own (possibly razored) input,
-//        so no dense copy of the activation stays on the tape.
-// Non-smooth point: at x == 0 the gradient is 0 (as PyTorch).
+//        so no dense copy of the activation stays on the tape. add_relu saves the same mask and nothing else.
+// Non-smooth point: at x == 0 the gradient is 0 (as PyTorch); a NaN input gives 0 (the comparison is false).
+// One pass writes y and the mask words together (AVX-512: one compare gives 16 mask bits and the store mask).
 #include "core/ops/relu.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "core/autograd.h"
 #include "core/check.h"
 
 namespace razor {
 namespace {
-// gx = g * 1[x > 0]            (N...) -- exact
+
+// y = max(a + b, 0) (b null: max(a, 0)) and words = the bits of y > 0, 64 elements per word.
+void relu_pass(const float* a, const float* b, float* y, uint64_t* words, int64_t n) {
+    const int64_t num_words = (n + 63) / 64;
+#pragma omp parallel for schedule(static) if (n > (1 << 15))
+    for (int64_t w = 0; w < num_words; ++w) {
+        const int64_t begin = w * 64, end = std::min<int64_t>(begin + 64, n);
+        uint64_t word = 0;
+#if defined(__AVX512F__)
+        for (int64_t i = begin, q = 0; i < end; i += 16, ++q) {
+            const __mmask16 lanes = static_cast<__mmask16>(end - i >= 16 ? 0xffffu : (1u << (end - i)) - 1u);
+            __m512 s = _mm512_maskz_loadu_ps(lanes, a + i);
+            if (b) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(lanes, b + i));
+            const __mmask16 pos = _mm512_mask_cmp_ps_mask(lanes, s, _mm512_setzero_ps(), _CMP_GT_OQ);
+            _mm512_mask_storeu_ps(y + i, lanes, _mm512_maskz_mov_ps(pos, s));
+            word |= static_cast<uint64_t>(pos) << (16 * q);
+        }
+#else
+        for (int64_t i = begin; i < end; ++i) {
+            const float s = b ? a[i] + b[i] : a[i];
+            y[i] = s > 0.f ? s : 0.f;
+            word |= uint64_t{s > 0.f} << (i - begin);
+        }
+#endif
+        words[w] = word;
+    }
+}
+
+// gx = g * 1[y > 0]            (N...) -- exact; add_relu returns the same gx for a and for b
 struct ReluBackward final : Node {
     std::vector<Tensor> backward(const Tensor& g_in) override {
         const BitMask& mask = ctx.mask("mask");
@@ -28,24 +62,44 @@ struct ReluBackward final : Node {
         for (int64_t w = 0; w < num_words; ++w) {
             const uint64_t word = words[w];
             const int64_t begin = w * 64, end = std::min<int64_t>(begin + 64, n);
+#if defined(__AVX512F__)
+            for (int64_t i = begin, q = 0; i < end; i += 16, ++q) {
+                const __mmask16 lanes = static_cast<__mmask16>(end - i >= 16 ? 0xffffu : (1u << (end - i)) - 1u);
+                const __mmask16 keep = static_cast<__mmask16>(word >> (16 * q)) & lanes;
+                _mm512_mask_storeu_ps(o + i, lanes, _mm512_maskz_loadu_ps(keep, pg + i));
+            }
+#else
             for (int64_t i = begin; i < end; ++i) o[i] = (word >> (i - begin)) & 1u ? pg[i] : 0.f;
+#endif
         }
-        return {gx};
+        return std::vector<Tensor>(num_inputs(), gx);
     }
 };
-}  // namespace
 
-Tensor relu(const Tensor& x_in) {
-    if (x_in.dtype() != DType::F32) throw Error(fmt("relu: expected an f32 tensor, got ", dtype_name(x_in.dtype())));
-    Tensor x = x_in.contiguous();
-    Tensor y = Tensor::empty(x.shape());
-    const float* px = x.f32();
-    float* py = y.f32();
-    const int64_t n = x.numel();
-#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
-    for (int64_t i = 0; i < n; ++i) py[i] = px[i] > 0.f ? px[i] : 0.f;
-    if (auto node = record<ReluBackward>("relu", {x}, y)) node->ctx.save_mask("mask", BitMask::from_positive(px, n), y.shape());
+Tensor relu_impl(const char* op, const Tensor& a_in, const Tensor* b_in) {
+    if (a_in.dtype() != DType::F32) throw Error(fmt(op, ": expected an f32 tensor, got ", dtype_name(a_in.dtype())));
+    Tensor a = a_in.contiguous(), b;
+    if (b_in) {
+        if (b_in->dtype() != DType::F32)
+            throw Error(fmt(op, ": expected an f32 tensor b, got ", dtype_name(b_in->dtype())));
+        if (b_in->shape() != a.shape())
+            throw Error(fmt(op, ": expected a and b of one shape, got ", shape_str(a.shape()), " and ",
+                            shape_str(b_in->shape()), "; hint: for broadcasting use relu(add(a, b))"));
+        b = b_in->contiguous();
+    }
+    Tensor y = Tensor::empty(a.shape());
+    const int64_t n = a.numel();
+    BitMask mask(n);
+    relu_pass(a.f32(), b_in ? b.f32() : nullptr, y.f32(), mask.words(), n);
+    std::vector<Tensor> inputs = {a};
+    if (b_in) inputs.push_back(b);
+    if (auto node = record<ReluBackward>(op, inputs, y)) node->ctx.save_mask("mask", std::move(mask), y.shape());
     return y;
 }
+}  // namespace
+
+Tensor relu(const Tensor& x) { return relu_impl("relu", x, nullptr); }
+
+Tensor add_relu(const Tensor& a, const Tensor& b) { return relu_impl("add_relu", a, &b); }
 
 }  // namespace razor

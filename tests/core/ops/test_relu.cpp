@@ -1,4 +1,7 @@
-// tests/core/ops/test_relu.cpp -- relu: gradcheck, 1-bit save, PyTorch parity.
+// tests/core/ops/test_relu.cpp -- relu: gradcheck, 1-bit save, PyTorch parity; add_relu: gradcheck, equal to
+// relu(add(a, b)) bit for bit (whose parts have PyTorch fixtures), the same 1-bit save, errors.
+#include <cmath>
+
 #include "support/gradcheck.h"
 
 using namespace razor;
@@ -26,4 +29,41 @@ TEST_CASE("relu: matches PyTorch") {
     check_close(y, fx.tensors.at("out"), 0, 0, "relu forward");
     y.backward(fx.tensors.at("grad_out"));
     check_close(x.grad(), fx.tensors.at("grad_x"), 0, 0, "relu grad");
+}
+
+TEST_CASE("add_relu: gradcheck away from 0, both inputs") {
+    Tensor a = randn_leaf({3, 37}, 7), b = randn_leaf({3, 37}, 8);   // 111 elements: a partial last mask word
+    {
+        NoGradGuard no_grad;   // move a + b away from the kink
+        const std::vector<float> s = add(a, b).to_vector();
+        std::vector<float> av = a.to_vector();
+        for (size_t i = 0; i < s.size(); ++i)
+            if (std::fabs(s[i]) < 0.05f) av[i] += s[i] < 0 ? -0.1f : 0.1f;
+        a = leaf(Tensor::from_vector(a.shape(), av));
+    }
+    gradcheck("add_relu", [](const std::vector<Tensor>& in) { return add_relu(in[0], in[1]); }, {a, b});
+}
+
+TEST_CASE("add_relu: bit-identical to relu(add(a, b)) forward and backward; saves only the 1-bit mask") {
+    for (int64_t n : {int64_t{1}, int64_t{63}, int64_t{64}, int64_t{1000}, int64_t{70'001}}) {   // parallel above 2^15
+        INFO("n = ", n);
+        Tensor a1 = randn_leaf({n}, 9), b1 = randn_leaf({n}, 10);
+        Tensor a2 = leaf(a1.detach()), b2 = leaf(b1.detach());
+        Tensor fused = add_relu(a1, b1);
+        CHECK(TapeAccounting::instance().live().stored_bytes == (n + 63) / 64 * 8);
+        Tensor pair = relu(add(a2, b2));
+        CHECK(fused.to_vector() == pair.to_vector());
+        Generator gen(11);
+        const Tensor g = Tensor::randn({n}, gen);
+        fused.backward(g);
+        pair.backward(g);
+        CHECK(a1.grad().to_vector() == a2.grad().to_vector());
+        CHECK(b1.grad().to_vector() == b2.grad().to_vector());
+        CHECK_FALSE(a1.grad().same_storage(b1.grad()));   // one gradient tensor for both inputs, copied per leaf
+    }
+}
+
+TEST_CASE("add_relu: a shape mismatch names the op, both shapes and a hint") {
+    CHECK_THROWS_WITH_AS(add_relu(Tensor::zeros({2, 3}), Tensor::zeros({3})),
+                         doctest::Contains("add_relu: expected a and b of one shape, got (2, 3) and (3)"), Error);
 }
