@@ -48,6 +48,7 @@ int run_bench(const std::vector<std::string>& argv) {
         .flag("razor-values", "fp32", kRazorValuesHelp)
         .flag("razor-gelu", "d4", kRazorGeluHelp)
         .flag("razor-bn", "dense", kRazorBnHelp)
+        .flag("razor-attn", "razored", kRazorAttnHelp)
         .boolean("json", "print one JSON line (for scripts) instead of the table");
     args.parse(argv);
     if (args.help_requested()) {
@@ -60,9 +61,7 @@ int run_bench(const std::vector<std::string>& argv) {
         throw Error(fmt("razor bench: expected --batch >= 1, --steps >= 1, --warmup >= 0, --threads >= 0, --classes "
                         ">= 1; got ", batch, ", ", steps, ", ", warmup, ", ", threads, ", ", classes));
     const double razor = args.real("razor");
-    SavePolicyGuard save_policy(
-        razor_policy_from_flags("razor bench", razor, args.str("razor-values"), args.str("razor-gelu"),
-                                args.str("razor-bn")));
+    SavePolicyGuard save_policy(razor_policy_from_flags("razor bench", razor_flags(args)));
     set_num_threads(static_cast<int>(threads));
 
     const std::string name = args.str("model");
@@ -140,6 +139,7 @@ int run_bench(const std::vector<std::string>& argv) {
                               {"razor_values", args.str("razor-values")},
                               {"razor_gelu", args.str("razor-gelu")},
                               {"razor_bn", args.str("razor-bn")},
+                              {"razor_attn", args.str("razor-attn")},
                               {"save_policy", active_save_policy().name()}};
     if (vrpge) {
         j["keep"] = keep, j["variant"] = variant_name(vrpge->options.variant), j["align"] = vrpge->options.align;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/args.h"
 #include "apps/checkpoint.h"
 #include "core/saved.h"
 #include "nn/module.h"
@@ -45,21 +46,28 @@ PretrainedLoad load_pretrained(const std::string& command, const std::string& so
 // BatchNorm2d layers.
 int64_t freeze_batchnorm(nn::Module& model);
 
-// The save policy of --razor R --razor-values V --razor-gelu G: nullptr (the dense tape) for R = 0, else a
-// RazorSavePolicy with ratio R whose razored items (conv/linear/matmul inputs, attention probabilities, BN/LN inputs)
-// keep V values, and whose GELU input is kept as G: d4 (4-bit derivative code, the CLI default; a razor extension),
-// fp16 (dense fp16, the reference), fp32 (dense), int8 (dense per-sample int8) or razored (pruned like the rest).
-// --razor-bn B: train-mode BatchNorm inputs stay dense (B = dense, the default) or are razored (B = razored, the
-// segmentation variant; it diverged in our ResNet-20 fine-tune at r = 0.9, see sparse/razor_policy.h).
-// Throws naming the flag for R outside [0, 1) or an unknown V, G or B.
-std::shared_ptr<const SavePolicy> razor_policy_from_flags(const std::string& command, double ratio,
-                                                          const std::string& values, const std::string& gelu = "d4",
-                                                          const std::string& bn = "dense");
+// The Back Razor flags as given: --razor R --razor-values V --razor-gelu G --razor-bn B --razor-attn A.
+struct RazorFlags {
+    double ratio = 0;
+    std::string values = "fp32", gelu = "d4", bn = "dense", attn = "razored";
+};
+RazorFlags razor_flags(const Args& args);
+
+// The save policy of those flags: nullptr (the dense tape) for R = 0, else a RazorSavePolicy with ratio R whose
+// razored items (conv/linear inputs, BN/LN inputs) keep V values, and whose GELU input is kept as G: d4 (4-bit
+// derivative code, the CLI default; a razor extension), fp16 (dense fp16, the reference), fp32 (dense), int8 (dense
+// per-sample int8) or razored (pruned like the rest). --razor-bn B: train-mode BatchNorm inputs stay dense (B =
+// dense, the default) or are razored (B = razored, the segmentation variant; it diverged in our ResNet-20 fine-tune
+// at r = 0.9, see sparse/razor_policy.h). --razor-attn A: matmul operands and softmax outputs (attention's Q, K, V,
+// P) razored (A = razored, the reference and default), dense int8 (int8) or dense (fp32); see AttentionSave.
+// Throws naming the flag for R outside [0, 1) or an unknown V, G, B or A.
+std::shared_ptr<const SavePolicy> razor_policy_from_flags(const std::string& command, const RazorFlags& flags);
 
 // The help texts of the four flags (one place for train, finetune, bench and info).
 extern const char* const kRazorHelp;
 extern const char* const kRazorValuesHelp;
 extern const char* const kRazorGeluHelp;
 extern const char* const kRazorBnHelp;
+extern const char* const kRazorAttnHelp;
 
 }  // namespace razor::apps

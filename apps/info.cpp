@@ -71,6 +71,7 @@ int run_info(const std::vector<std::string>& argv) {
         .flag("razor-values", "fp32", kRazorValuesHelp)
         .flag("razor-gelu", "d4", kRazorGeluHelp)
         .flag("razor-bn", "dense", kRazorBnHelp)
+        .flag("razor-attn", "razored", kRazorAttnHelp)
         .boolean("tape", "print the tape breakdown (per module and op: stored vs dense-equivalent) for the dense tape")
         .flag("out", "runs/info", "folder for the tape breakdown's CSV and SVG (with --razor or --tape)")
         .boolean("list", "print the model names and exit");
@@ -86,9 +87,7 @@ int run_info(const std::vector<std::string>& argv) {
     const int64_t batch = args.integer("batch"), classes = args.integer("classes");
     if (batch < 1) throw Error(fmt("razor info: --batch must be >= 1, got ", batch));
     const double razor = args.real("razor");
-    SavePolicyGuard save_policy(
-        razor_policy_from_flags("razor info", razor, args.str("razor-values"), args.str("razor-gelu"),
-                                args.str("razor-bn")));
+    SavePolicyGuard save_policy(razor_policy_from_flags("razor info", razor_flags(args)));
     const bool tape = razor > 0 || args.on("tape");
     set_num_threads(static_cast<int>(args.integer("threads")));
 
@@ -113,10 +112,13 @@ int run_info(const std::vector<std::string>& argv) {
     std::printf("\ntape breakdown, %s, batch %lld (after one training-mode forward)\n\n%s", policy.c_str(),
                 static_cast<long long>(batch), models::format_tape(summary).c_str());
     char tag[64];
-    if (razor > 0)
+    if (razor > 0) {
+        const std::string gelu = args.str("razor-gelu"), attn = args.str("razor-attn");
         std::snprintf(tag, sizeof tag, "r%.2f-%s%s%s", razor, args.str("razor-values").c_str(),
-                      args.str("razor-gelu") == "d4" ? "" : "-gelu-", args.str("razor-gelu") == "d4" ? "" : args.str("razor-gelu").c_str());
-    else std::snprintf(tag, sizeof tag, "dense");
+                      gelu == "d4" ? "" : ("-gelu-" + gelu).c_str(), attn == "razored" ? "" : ("-attn-" + attn).c_str());
+    } else {
+        std::snprintf(tag, sizeof tag, "dense");
+    }
     std::filesystem::create_directories(args.str("out"));
     const std::string stem = (std::filesystem::path(args.str("out")) / fmt("tape-", name, "-b", batch, "-", tag)).string();
     write_tape_files(summary, stem, fmt(name, ", batch ", batch, ": saved-activation MiB, ", policy));

@@ -98,6 +98,7 @@ const std::vector<FlagSpec>& flag_specs(bool finetune) {
         {"razor-values", "fp32", kRazorValuesHelp},
         {"razor-gelu", "d4", kRazorGeluHelp},
         {"razor-bn", "dense", kRazorBnHelp},
+        {"razor-attn", "razored", kRazorAttnHelp},
     };
     // Fine-tuning: the same flags plus --from and --freeze-bn, with shorter, gentler defaults.
     static const std::vector<FlagSpec> tune = [] {
@@ -149,9 +150,7 @@ struct Config {
     int64_t epochs, batch, threads, workers, seed, eval_every, eval_batch, steps_per_epoch, stop_after, step_size;
     double lr, momentum, wd, warmup_epochs, gamma, label_smoothing, clip;
     bool nesterov, warmup_given, skip_nonfinite;
-    double razor;                        // Back Razor ratio r (0 = dense tape)
-    // --razor-values fp32 | fp16 | int8; --razor-gelu d4 | fp16 | fp32 | int8 | razored; --razor-bn dense | razored
-    std::string razor_values, razor_gelu, razor_bn;
+    RazorFlags razor;                    // --razor (0 = dense tape), --razor-values, -gelu, -bn, -attn
     std::string from;                    // finetune: the pretrained model
     bool finetune = false, freeze_bn = false;
     std::vector<int64_t> milestones;
@@ -172,8 +171,7 @@ void require_one_of(const std::string& flag, const std::string& got, const std::
 Config read_config(const Args& a, bool finetune) {
     Config c;
     c.finetune = finetune;
-    c.razor = a.real("razor"), c.razor_values = a.str("razor-values"), c.razor_gelu = a.str("razor-gelu");
-    c.razor_bn = a.str("razor-bn");
+    c.razor = razor_flags(a);
     if (finetune) c.from = a.str("from"), c.freeze_bn = a.on("freeze-bn");
     c.model = a.str("model"), c.dataset = a.str("dataset"), c.data = a.str("data"), c.classes = a.str("classes");
     c.opt = a.str("opt"), c.sched = a.str("sched"), c.augment = a.str("augment"), c.out = a.str("out");
@@ -357,7 +355,7 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
         throw Error(fmt(kCmd, ": ", c.out, " already holds a run (", c.out, "/last); hint: continue it with --resume ",
                         c.out, ", pick another --out, or pass --overwrite to start over"));
     // The tape's save policy for everything this thread records (evaluation records nothing: NoGradGuard).
-    SavePolicyGuard save_policy(razor_policy_from_flags(kCmd, c.razor, c.razor_values, c.razor_gelu, c.razor_bn));
+    SavePolicyGuard save_policy(razor_policy_from_flags(kCmd, c.razor));
     // Fine-tuning starts from --from (a resumed run from its own checkpoint); --model defaults to the checkpoint's.
     Checkpoint pretrained;
     if (finetune && (!resuming || c.model.empty())) {

@@ -27,6 +27,15 @@ bool path_has_prefix(std::string_view path, std::string_view prefix) {
 
 }  // namespace
 
+const char* attention_save_name(AttentionSave mode) {
+    switch (mode) {
+        case AttentionSave::Razored: return "razored";
+        case AttentionSave::DenseI8: return "dense-i8";
+        case AttentionSave::Dense: return "dense";
+    }
+    return "?";
+}
+
 const char* gelu_save_name(GeluSave mode) {
     switch (mode) {
         case GeluSave::DenseF16: return "dense-f16";
@@ -52,7 +61,7 @@ std::string RazorSavePolicy::name() const {
                   config_.prune_batch_norm_inputs ? norm : "dense", gelu_save_name(config_.gelu),
                   tie_mode_name(config_.ties));
     std::string out = buf;
-    if (!config_.prune_softmax) out += " softmax=dense";
+    if (config_.attention != AttentionSave::Razored) out += fmt(" attn=", attention_save_name(config_.attention));
     if (!config_.modules.empty()) out += fmt(" (+", config_.modules.size(), " module overrides)");
     return out;
 }
@@ -74,12 +83,12 @@ RazorSavePolicy::Decision RazorSavePolicy::decide(const SaveSite& site) const {
     Decision d;
     if (site.kind != SaveKind::Activation) return d;   // masks, indices, statistics, parameters: as dense
     const std::string_view op = site.op, name = site.name;
-    enum class Role { None, Operand, LayerNorm, BatchNorm, Softmax, Gelu } role = Role::None;
+    enum class Role { None, Operand, LayerNorm, BatchNorm, Attention, Gelu } role = Role::None;
     if ((op == "conv2d" || op == "linear") && name == "x") role = Role::Operand;
-    else if (op == "matmul" && (name == "a" || name == "b")) role = Role::Operand;
+    else if (op == "matmul" && (name == "a" || name == "b")) role = Role::Attention;
     else if (op == "layer_norm" && name == "x") role = Role::LayerNorm;
     else if ((op == "batch_norm" || op == "batch_norm_relu") && name == "x") role = Role::BatchNorm;
-    else if (op == "softmax" && name == "y") role = Role::Softmax;
+    else if (op == "softmax" && name == "y") role = Role::Attention;
     else if (op == "gelu" && name == "x") role = Role::Gelu;
     if (role == Role::None) return d;
 
@@ -96,9 +105,12 @@ RazorSavePolicy::Decision RazorSavePolicy::decide(const SaveSite& site) const {
             d.form = Form::Razored;
             d.options.values = m.values.value_or(config_.norm_values);
             break;
-        case Role::Softmax:
-            if (!config_.prune_softmax) return d;
-            d.form = Form::Razored;
+        case Role::Attention:
+            switch (config_.attention) {
+                case AttentionSave::Dense: return d;
+                case AttentionSave::DenseI8: d.form = Form::DenseI8, d.options.values = ValueCodec::I8; break;
+                case AttentionSave::Razored: d.form = Form::Razored; break;
+            }
             break;
         case Role::Gelu:
             switch (config_.gelu) {

@@ -12,8 +12,9 @@
 //   op            item  kind         stored as
 //   conv2d        x     Activation   razored (bitmap + `values`)          gW approximate; gx, gb exact
 //   linear        x     Activation   razored (bitmap + `values`)          gW approximate; gx, gb exact
-//   matmul        a, b  Activation   razored (bitmap + `values`)          ga, gb approximate (both operands pruned)
-//   softmax       y     Activation   razored (bitmap + `values`)          (attention probabilities P; prune_softmax)
+//   matmul        a, b  Activation   per `attention`: razored (bitmap + `values`; ga, gb approximate), dense int8,
+//                                    or dense
+//   softmax       y     Activation   per `attention` (the attention probabilities P)
 //   batch_norm    x     Activation   dense by default (see prune_batch_norm_inputs); opt-in razored (bitmap +
 //                                    `norm_values`, the segmentation variant), mean/rstd: Statistics, exact dense fp32
 //   layer_norm    x     Activation   razored (bitmap + `norm_values`)     mean/rstd: Statistics, exact dense fp32
@@ -59,6 +60,18 @@ enum class GeluSave : uint8_t {
 };
 const char* gelu_save_name(GeluSave mode);
 
+// How matmul operands and softmax outputs -- attention's Q, K, V and probabilities P -- are kept. Unlike a Linear's
+// input, which only enters its weight gradient, these copies make *input* gradients (dQ = dS K, dK = dS^T Q,
+// dV = P^T dO, dP = dO V^T, softmax's gx = P (g - sum g P)), so pruning them perturbs the gradient of every earlier
+// layer. Measured (docs/back-razor.md "Transfer", vit_tiny fine-tune at r = 0.9): razored, the training loss ends
+// 0.024-0.035 above dense; kept dense or dense int8 it matches dense, at a larger tape (8.1x -> 6.1x with int8).
+enum class AttentionSave : uint8_t {
+    Razored,   // pruned like the Linear inputs (the reference ViT; the default)
+    DenseI8,   // dense, per-sample int8 (razor extension): a quarter of fp32
+    Dense,     // dense fp32
+};
+const char* attention_save_name(AttentionSave mode);
+
 struct RazorModuleConfig {
     std::optional<double> ratio = {};     // r for this module's razored items
     std::optional<ValueCodec> values = {}; // value codec for this module's razored items (norm inputs included)
@@ -78,7 +91,7 @@ struct RazorConfig {
     // a CIFAR ResNet-20 at r = 0.9 diverged (loss 20 in the first epoch, 43.5 % test accuracy against 91.0 % dense).
     // The reference CNN freezes BN instead (eval mode: BN saves nothing; `--freeze-bn`).
     bool prune_batch_norm_inputs = false;
-    bool prune_softmax = true;                   // razor softmax outputs (attention probabilities)
+    AttentionSave attention = AttentionSave::Razored;   // matmul operands and softmax outputs
     bool dedup = true;                           // share one copy between saves of the same tensor
     std::map<std::string, RazorModuleConfig> modules = {};   // per module-path-prefix overrides
 };

@@ -152,7 +152,8 @@ TEST_CASE("razor tape ratios (razor's accounting): >= 7x with fp32 values and >=
             INFO(name << " " << values);
             Generator gen(0);
             auto model = models::make_model(name, 10, gen);
-            SavePolicyGuard guard(apps::razor_policy_from_flags("test", 0.9, values, "d4", "razored"));
+            SavePolicyGuard guard(apps::razor_policy_from_flags(
+                "test", {.ratio = 0.9, .values = values, .gelu = "d4", .bn = "razored", .attn = "razored"}));
             const models::ModelSummary s = models::summarize(*model, {4, 3, 32, 32});
             const double ratio = double(s.saved_dense_bytes) / double(s.saved_bytes);
             MESSAGE(name << " r=0.9 " << values << ": " << s.saved_bytes << " B stored, " << s.saved_dense_bytes
@@ -177,4 +178,6 @@ TEST_CASE("razor bench --razor: the dense bench's JSON fields, with the razor ta
     CHECK_THROWS_WITH_AS(test::run_command(apps::run_bench, {"--razor-values", "bf16"}), Contains("bf16"), Error);
     CHECK_THROWS_WITH_AS(test::run_command(apps::run_bench, {"--razor-bn", "sparse"}),
                          Contains("--razor-bn must be one of dense | razored; got 'sparse'"), Error);
+    CHECK_THROWS_WITH_AS(test::run_command(apps::run_bench, {"--razor-attn", "fp16"}),
+                         Contains("--razor-attn must be one of razored | int8 | fp32; got 'fp16'"), Error);
 }

@@ -412,13 +412,20 @@ TEST_CASE("razor policy: GELU input -- dense fp16 (reference), dense, dense int8
           "bitmap+f32 r=0.90");
 }
 
-TEST_CASE("razor policy: softmax outputs are pruned (log_softmax is not), and norm inputs can stay dense") {
+TEST_CASE("razor policy: softmax outputs and matmul operands follow `attention` (log_softmax is not pruned); norm inputs "
+          "can stay dense") {
     Tensor s = randn_leaf({2, 2, 8, 8}, 71);
     const auto f16 = razor_policy({.ratio = 0.8, .values = ValueCodec::F16});
     CHECK(find_record(run(f16, {s}, [&] { return softmax(s, -1); }), "softmax", "y")->format == "bitmap+f16 r=0.80");
     CHECK(find_record(run(f16, {s}, [&] { return log_softmax(s, -1); }), "log_softmax", "y")->format == "dense");
-    CHECK(find_record(run(razor_policy({.prune_softmax = false}), {s}, [&] { return softmax(s, -1); }), "softmax",
-                      "y")->format == "dense");
+    Tensor b = randn_leaf({2, 2, 8, 8}, 72);
+    const auto attention = [&](AttentionSave mode) {
+        const Result r = run(razor_policy({.attention = mode}), {s, b}, [&] { return matmul(softmax(s, -1), b); });
+        return std::vector<std::string>{find_record(r, "softmax", "y")->format, find_record(r, "matmul", "b")->format};
+    };
+    CHECK(attention(AttentionSave::Razored) == std::vector<std::string>{"bitmap+f32 r=0.90", "bitmap+f32 r=0.90"});
+    CHECK(attention(AttentionSave::DenseI8) == std::vector<std::string>{"dense+i8", "dense+i8"});
+    CHECK(attention(AttentionSave::Dense) == std::vector<std::string>{"dense", "dense"});
     Tensor w = Tensor::ones({8}).requires_grad_();
     const Result ln = run(razor_policy({.values = ValueCodec::F16}), {s, w}, [&] { return layer_norm(s, w, Tensor()); });
     CHECK(find_record(ln, "layer_norm", "x")->format == "bitmap+f32 r=0.90");   // norm_values default: fp32
