@@ -46,6 +46,14 @@ std::unique_ptr<DenseCodedTensor> DenseCodedTensor::pack(const Tensor& x_in, Val
     return std::unique_ptr<DenseCodedTensor>(new DenseCodedTensor(x.shape(), codec, B, n_s, std::move(storage)));
 }
 
+std::unique_ptr<DenseCodedTensor> DenseCodedTensor::from_storage(std::shared_ptr<Storage> storage, const Shape& shape,
+                                                                  ValueCodec codec) {
+    const int64_t n = shape_numel(shape);
+    const int64_t B = shape.empty() ? 1 : shape[0];
+    return std::unique_ptr<DenseCodedTensor>(
+        new DenseCodedTensor(shape, codec, B, B > 0 ? n / B : 0, std::move(storage)));
+}
+
 const uint16_t* DenseCodedTensor::values_f16() const {
     return codec_ == ValueCodec::F16 ? static_cast<const uint16_t*>(storage_->data) : nullptr;
 }

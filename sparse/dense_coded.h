@@ -25,6 +25,10 @@ class DenseCodedTensor final : public SavedTensor {
 public:
     // codec F16 or I8 (F32 is DenseSaved: a reference, no copy).
     static std::unique_ptr<DenseCodedTensor> pack(const Tensor& x, ValueCodec codec, bool portable = false);
+    // Another handle on a packed copy's buffer (the save policy's deduplication: one copy, counted once).
+    std::shared_ptr<Storage> storage_handle() const { return storage_; }
+    static std::unique_ptr<DenseCodedTensor> from_storage(std::shared_ptr<Storage> storage, const Shape& shape,
+                                                          ValueCodec codec);
 
     Tensor unpack() const override;
     void unpack_into(float* dst) const;

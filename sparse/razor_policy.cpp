@@ -126,25 +126,49 @@ RazorSavePolicy::Decision RazorSavePolicy::decide(const SaveSite& site) const {
     return d;
 }
 
-std::unique_ptr<SavedTensor> RazorSavePolicy::pack_razored(const Tensor& t, const RazorPackOptions& options) const {
-    if (!config_.dedup) return RazoredTensor::pack(t, options);
+std::shared_ptr<const void> RazorSavePolicy::cached(const Tensor& t, Form form,
+                                                    const RazorPackOptions& options) const {
+    const bool razored = form == Form::Razored;
     auto matches = [&](const CacheEntry& e) {
         return e.offset == t.offset() && e.version == t.version() && e.shape == t.shape() &&
-               e.strides == t.strides() && e.ratio == options.ratio && e.values == options.values &&
-               e.ties == options.ties && e.source.lock() == t.storage();
+               e.strides == t.strides() && e.form == form && e.values == options.values &&
+               (!razored || (e.ratio == options.ratio && e.ties == options.ties)) && e.source.lock() == t.storage();
     };
-    {
-        std::lock_guard lock(cache_mutex_);
-        // Forget entries whose payload or source is gone (released nodes, freed activations).
-        std::erase_if(cache_, [](const CacheEntry& e) { return e.payload.expired() || e.source.expired(); });
-        for (const CacheEntry& e : cache_)
-            if (matches(e))
-                if (auto handle = e.payload.lock()) return RazoredTensor::from_payload(handle, t.shape());
-    }
-    std::unique_ptr<RazoredTensor> packed = RazoredTensor::pack(t, options);   // outside the lock: the slow part
     std::lock_guard lock(cache_mutex_);
-    cache_.push_back(CacheEntry{t.storage(), t.offset(), t.shape(), t.strides(), t.version(), options.ratio,
-                                options.values, options.ties, packed->payload_handle()});
+    // Forget entries whose payload or source is gone (released nodes, freed activations).
+    std::erase_if(cache_, [](const CacheEntry& e) { return e.payload.expired() || e.source.expired(); });
+    for (const CacheEntry& e : cache_)
+        if (matches(e))
+            if (auto handle = e.payload.lock()) return handle;
+    return nullptr;
+}
+
+void RazorSavePolicy::remember(const Tensor& t, Form form, const RazorPackOptions& options,
+                               const std::shared_ptr<const void>& payload) const {
+    std::lock_guard lock(cache_mutex_);
+    cache_.push_back(CacheEntry{t.storage(), t.offset(), t.shape(), t.strides(), t.version(), form, options.ratio,
+                                options.values, options.ties, payload});
+}
+
+std::unique_ptr<SavedTensor> RazorSavePolicy::pack_razored(const Tensor& t, const RazorPackOptions& options) const {
+    if (!config_.dedup) return RazoredTensor::pack(t, options);
+    if (auto handle = cached(t, Form::Razored, options)) return RazoredTensor::from_payload(handle, t.shape());
+    std::unique_ptr<RazoredTensor> packed = RazoredTensor::pack(t, options);   // outside the lock: the slow part
+    remember(t, Form::Razored, options, packed->payload_handle());
+    return packed;
+}
+
+// Attention's P is saved by softmax and again by the P.V matmul: with --razor-attn int8 both share one int8 copy.
+std::unique_ptr<SavedTensor> RazorSavePolicy::pack_dense_coded(const Tensor& t, ValueCodec codec) const {
+    if (!config_.dedup) return DenseCodedTensor::pack(t, codec);
+    const Form form = codec == ValueCodec::F16 ? Form::DenseF16 : Form::DenseI8;
+    RazorPackOptions key;
+    key.values = codec;
+    if (auto handle = cached(t, form, key))
+        return DenseCodedTensor::from_storage(
+            std::static_pointer_cast<Storage>(std::const_pointer_cast<void>(handle)), t.shape(), codec);
+    std::unique_ptr<DenseCodedTensor> packed = DenseCodedTensor::pack(t, codec);
+    remember(t, form, key, packed->storage_handle());
     return packed;
 }
 
@@ -153,8 +177,8 @@ std::unique_ptr<SavedTensor> RazorSavePolicy::pack(const Tensor& t, const SaveSi
     if (d.form != Form::Dense && (t.dtype() != DType::F32 || t.numel() == 0)) d.form = Form::Dense;
     switch (d.form) {
         case Form::Razored: return pack_razored(t, d.options);
-        case Form::DenseF16: return DenseCodedTensor::pack(t, ValueCodec::F16);
-        case Form::DenseI8: return DenseCodedTensor::pack(t, ValueCodec::I8);
+        case Form::DenseF16: return pack_dense_coded(t, ValueCodec::F16);
+        case Form::DenseI8: return pack_dense_coded(t, ValueCodec::I8);
         case Form::GeluCode: return GeluDerivativeCode::pack(t);
         case Form::Dense: break;
     }

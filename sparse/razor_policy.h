@@ -29,9 +29,10 @@
 // Alternatively give a module its own policy: module.set_save_policy(std::make_shared<RazorSavePolicy>(...)).
 //
 // Deduplication (spec §5.1): when the same tensor (same storage, offset, shape, strides and version) is saved
-// again under the same settings while the first razored copy is alive -- q/k/v Linears reading one LayerNorm
-// output, softmax's output also saved by the matmul that consumes it -- the second save shares the first's payload.
-// The tape counts it once, and the gradients are bit-identical to separate copies (the masker is deterministic).
+// again under the same settings while the first copy (razored, or dense fp16/int8) is alive -- q/k/v Linears reading
+// one LayerNorm output, softmax's output also saved by the matmul that consumes it -- the second save shares the
+// first's payload. The tape counts it once, and the gradients are bit-identical to separate copies (the masker and
+// the codecs are deterministic).
 //
 // r = 0 with fp32 values keeps every non-zero value exactly: gradients are bit-identical to the dense tape (up to
 // the sign of zero: a -0.0 comes back as +0.0).
@@ -64,7 +65,7 @@ const char* gelu_save_name(GeluSave mode);
 // input, which only enters its weight gradient, these copies make *input* gradients (dQ = dS K, dK = dS^T Q,
 // dV = P^T dO, dP = dO V^T, softmax's gx = P (g - sum g P)), so pruning them perturbs the gradient of every earlier
 // layer. Measured (docs/back-razor.md "Transfer", vit_tiny fine-tune at r = 0.9): razored, the training loss ends
-// 0.024-0.035 above dense; kept dense or dense int8 it matches dense, at a larger tape (8.1x -> 6.1x with int8).
+// 0.024-0.035 above dense; kept dense or dense int8 it matches dense, at a larger tape (8.1x -> 6.7x with int8).
 enum class AttentionSave : uint8_t {
     Razored,   // pruned like the Linear inputs (the reference ViT; the default)
     DenseI8,   // dense, per-sample int8 (razor extension): a quarter of fp32
@@ -122,20 +123,27 @@ private:
     };
     Resolved resolve_module(std::string_view module_path) const;
     std::unique_ptr<SavedTensor> pack_razored(const Tensor& t, const RazorPackOptions& options) const;
+    std::unique_ptr<SavedTensor> pack_dense_coded(const Tensor& t, ValueCodec codec) const;
 
     RazorConfig config_;
 
-    // Deduplication cache: razored payloads that are alive, keyed by what they were packed from.
+    // Deduplication cache: payloads that are alive (razored, or dense fp16/int8), keyed by what they were packed
+    // from and how.
     struct CacheEntry {
         std::weak_ptr<Storage> source;   // the saved tensor's storage (expired: the key cannot match any more)
         int64_t offset;
         Shape shape, strides;
         uint64_t version;
-        double ratio;
+        Form form;
+        double ratio;                    // Razored only
         ValueCodec values;
-        TieMode ties;
-        std::weak_ptr<const void> payload;   // RazoredTensor::payload_handle(); expires with the last copy on the tape
+        TieMode ties;                    // Razored only
+        std::weak_ptr<const void> payload;   // the packed copy's payload; expires with the last copy on the tape
     };
+    // The live payload packed from exactly t with these settings, or null; and remembering a new one.
+    std::shared_ptr<const void> cached(const Tensor& t, Form form, const RazorPackOptions& options) const;
+    void remember(const Tensor& t, Form form, const RazorPackOptions& options,
+                  const std::shared_ptr<const void>& payload) const;
     mutable std::mutex cache_mutex_;
     mutable std::vector<CacheEntry> cache_;
 };

@@ -520,6 +520,22 @@ TEST_CASE("razor policy: one razored copy shared by q/k/v; gradients bit-identic
           2 * one_copy + find_record(separate, "softmax", "y")->stored_bytes);
 }
 
+TEST_CASE("razor policy: with --razor-attn int8, softmax's P and the P.V matmul share one int8 copy") {
+    Tensor s = randn_leaf({3, 2, 6, 6}, 86), v = randn_leaf({3, 2, 6, 4}, 87);
+    auto f = [&] { return matmul(softmax(s, -1), v); };
+    const Result shared = run(razor_policy({.attention = AttentionSave::DenseI8}), {s, v}, f);
+    const Result separate = run(razor_policy({.attention = AttentionSave::DenseI8, .dedup = false}), {s, v}, f);
+    check_all_bit_equal(shared, separate, "dense int8 dedup");
+    const SavedRecord* p = find_record(shared, "softmax", "y");
+    CHECK(p->format == "dense+i8");
+    CHECK(p->stored_bytes == 3 * 2 * 6 * 6 + 8 * 3);   // codes + (lo, step) per sample
+    int64_t again = -1;
+    for (const SavedRecord& rec : shared.records)
+        if (rec.op == "matmul" && rec.name == "a") again = rec.stored_bytes;
+    CHECK(again == 0);   // the second save shares the first's buffer: counted once
+    CHECK(separate.live.stored_bytes - shared.live.stored_bytes == p->stored_bytes);
+}
+
 // ------------------------------------------------------------------------------------------- tape and lifetime
 
 namespace {
