@@ -11,6 +11,7 @@
 //            gW   gW (OC, C*9) += gy (OC, T) . col^T               NT, beta 1
 //            gW^T gW^T (C*9, OC) += col (C*9, T) . gy^T             NT, beta 1 (what conv2d runs)
 //            gcol gcol (C*9, T) = W^T . gy (OC, T)                 TN
+//          ("compact" rows: VR-PGE's kept channel counts at keep 0.5, not multiples of 16)
 //   linear ViT-tiny (d 192, 128 x 65 = 8320 tokens) and an MLP at batch 128: y = x W^T (NT), gx = gy W (NN),
 //          gW = gy^T x (TN), one product split over --threads threads by the engine.
 //   attn   one head's scores (65 x 64) . (64 x 65)^T and values (65 x 65) . (65 x 64), single-threaded.
@@ -64,6 +65,13 @@ std::vector<Case> cases() {
     conv("64->64 T64", 64, 64, 64, 9);
     conv("proj 16->32 1x1 T256", 16, 32, 256, 1);
     conv("vgg 128->128 T256", 128, 128, 256, 9);
+    // VR-PGE compact convs (resnet32x2 at keep 0.5): kept counts are not multiples of 16
+    conv("compact 32->17 T256", 32, 17, 256, 9);
+    conv("compact 17->32 T256", 17, 32, 256, 9);
+    conv("compact 64->29 T256", 64, 29, 256, 9);
+    conv("compact 29->64 T256", 29, 64, 256, 9);
+    conv("compact 128->67 T64", 128, 67, 64, 9);
+    conv("compact 67->128 T64", 67, 128, 64, 9);
     conv("vgg 512->512 T16", 512, 512, 16, 9);
     auto lin = [&](const char* name, int64_t M, int64_t in, int64_t out) {
         list.push_back({"linear", std::string(name) + " fwd", false, true, M, out, in, 0.f, false});

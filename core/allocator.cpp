@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/check.h"
@@ -36,12 +37,19 @@ size_t size_class(size_t bytes) {
 }
 
 // All state under one mutex: tensors are allocated outside parallel loops, a few hundred times a step.
+struct FreeList {
+    std::vector<void*> blocks;
+    uint64_t last_used = 0;   // State::tick when a block of this class was last taken or returned
+};
+
 struct State {
     std::mutex mutex;
-    std::unordered_map<size_t, std::vector<void*>> free_blocks;   // size class -> cached blocks
+    std::unordered_map<size_t, FreeList> free_blocks;   // size class -> cached blocks
     std::unordered_map<void*, size_t> larger;   // live blocks serving a smaller class -> their own class
-    int64_t live = 0, peak = 0, max_live = 0;                     // max_live: never reset (the cache's cap)
+    int64_t live = 0, peak = 0, max_live = 0;           // max_live: never reset (the automatic cap)
     int64_t allocations = 0, os_allocations = 0, cached = 0, os_bytes = 0;
+    int64_t limit = -1;                                 // set_cache_limit; < 0: twice max_live
+    uint64_t tick = 0;
 };
 
 // Never destroyed: tensors held by other static objects may be freed after this file's statics would be.
@@ -70,9 +78,10 @@ int64_t read_status_kib(const char* key) {
 void* take_cached(State& s, size_t cls) {
     for (size_t c = cls; c <= 2 * cls; c = size_class(c + 1)) {
         auto it = s.free_blocks.find(c);
-        if (it == s.free_blocks.end() || it->second.empty()) continue;
-        void* ptr = it->second.back();
-        it->second.pop_back();
+        if (it == s.free_blocks.end() || it->second.blocks.empty()) continue;
+        void* ptr = it->second.blocks.back();
+        it->second.blocks.pop_back();
+        it->second.last_used = ++s.tick;
         s.cached -= static_cast<int64_t>(c);
         RAZOR_UNPOISON(ptr, c);
         if (c != cls) s.larger.emplace(ptr, c);
@@ -109,28 +118,54 @@ void tracked_free(void* ptr, size_t bytes) {
     if (!ptr) return;
     size_t cls = size_class(bytes);
     State& s = state();
+    std::vector<std::pair<void*, size_t>> evicted;   // freed after the lock is released
     {
         std::lock_guard<std::mutex> lock(s.mutex);
         if (!s.larger.empty())
             if (auto it = s.larger.find(ptr); it != s.larger.end()) cls = it->second, s.larger.erase(it);
         s.live -= static_cast<int64_t>(bytes);
-        // Keep the block unless the cache would outgrow twice the largest live set seen (then the sizes in use
-        // have changed, e.g. a smaller last batch or eval, and the memory is better given back). Twice: the blocks
-        // of one whole step, at their class sizes (up to 12.5 % above live bytes), must fit.
-        if (s.cached + static_cast<int64_t>(cls) <= 2 * s.max_live) {
-            s.free_blocks[cls].push_back(ptr);
-            s.cached += static_cast<int64_t>(cls);
-            RAZOR_POISON(ptr, cls);
-            return;
+        // The cache holds at most twice the largest live set seen: the blocks of one whole step, at their class
+        // sizes (up to 12.5 % above live bytes), must fit. When it is full, the blocks of the least recently used
+        // classes go back to the OS first: sizes in use change (a smaller last batch, eval, VR-PGE's sampled
+        // subnetworks every step), and a block just freed is likelier to be asked for again than a stale one.
+        // Keeping the stale ones instead cost a VR-PGE compact pass 12 % of its time in the kernel's page clearing.
+        const int64_t cap = s.limit >= 0 ? s.limit : 2 * s.max_live;
+        const auto size = static_cast<int64_t>(cls);
+        if (size <= cap) {
+            while (s.cached + size > cap) {
+                FreeList* oldest = nullptr;
+                size_t oldest_cls = 0;
+                for (auto& [c, list] : s.free_blocks)
+                    if (c != cls && !list.blocks.empty() && (!oldest || list.last_used < oldest->last_used))
+                        oldest = &list, oldest_cls = c;
+                if (!oldest) break;
+                evicted.emplace_back(oldest->blocks.back(), oldest_cls);
+                oldest->blocks.pop_back();
+                s.cached -= static_cast<int64_t>(oldest_cls);
+                s.os_bytes -= static_cast<int64_t>(oldest_cls);
+            }
         }
-        s.os_bytes -= static_cast<int64_t>(cls);
+        if (s.cached + size <= cap) {
+            FreeList& list = s.free_blocks[cls];
+            list.blocks.push_back(ptr);
+            list.last_used = ++s.tick;
+            s.cached += size;
+            RAZOR_POISON(ptr, cls);
+            ptr = nullptr;
+        } else {
+            s.os_bytes -= size;
+        }
+    }
+    for (auto [block, c] : evicted) {
+        RAZOR_UNPOISON(block, c);
+        std::free(block);
     }
     std::free(ptr);
 }
 
 void empty_cache() {
     State& s = state();
-    std::unordered_map<size_t, std::vector<void*>> blocks;
+    std::unordered_map<size_t, FreeList> blocks;
     {
         std::lock_guard<std::mutex> lock(s.mutex);
         blocks.swap(s.free_blocks);
@@ -138,7 +173,7 @@ void empty_cache() {
         s.cached = 0;
     }
     for (auto& [cls, list] : blocks)
-        for (void* p : list) {
+        for (void* p : list.blocks) {
             RAZOR_UNPOISON(p, cls);
             std::free(p);
         }
@@ -148,6 +183,12 @@ MemoryStats memory_stats() {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
     return {s.live, s.peak, s.allocations, s.os_allocations, s.cached, s.os_bytes};
+}
+
+void set_cache_limit(int64_t bytes) {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.limit = bytes;
 }
 
 void reset_peak_memory() {

@@ -12,8 +12,8 @@
 // classes per power of two (a block is at most 12.5 % larger than asked). A request whose class has no cached block
 // takes one of the nearest larger class up to twice the size, which goes back to its own class when freed, so
 // steps whose sizes change (VR-PGE's sampled subnetworks) still reuse the cache. The cache holds at most twice the highest
-// live_bytes seen so far (beyond that a freed block goes back to the OS), and empty_cache() releases
-// it all, as torch.cuda.empty_cache does for PyTorch's caching allocator.
+// live_bytes seen so far (set_cache_limit changes that); when full, the blocks of the least recently used classes go
+// back to the OS first. empty_cache() releases it all, as torch.cuda.empty_cache does for PyTorch's caching allocator.
 //
 // Accounting is unchanged by the cache: live_bytes and peak_bytes count the bytes tensors asked for, whether the
 // block came from the OS or the cache; cached blocks are not live. os_allocations counts the requests that went
@@ -46,6 +46,10 @@ void reset_peak_memory();                   // peak := live, e.g. at the start o
 
 // Returns every cached block to the OS (live blocks are untouched).
 void empty_cache();
+
+// The most bytes the cache may hold; a negative value restores the default, twice the highest live_bytes seen.
+// Blocks already cached beyond a lower limit go back to the OS as later frees make room.
+void set_cache_limit(int64_t bytes);
 
 // Peak resident set size of the whole process (VmHWM), in bytes; 0 where /proc is unavailable.
 int64_t peak_rss_bytes();

@@ -6,6 +6,7 @@
 // than wall time; median of --steps.
 //
 // usage: razor_vrpge_compact_bench MODEL KEEP BATCH THREADS STEPS
+//        (ONLY_COMPACT=1 in the environment skips the dense and narrow passes: for `perf record` of the compact one)
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -71,8 +72,9 @@ int main(int argc, char** argv) {
         m.zero_grad();
         cross_entropy(m(x), y).backward();
     };
-    const double dense = median_cpu(steps, [&] { pass(*model); });
-    const double thin = median_cpu(steps, [&] { pass(*narrow); });
+    const bool only = std::getenv("ONLY_COMPACT");
+    const double dense = only ? 1 : median_cpu(steps, [&] { pass(*model); });
+    const double thin = only ? 1 : median_cpu(steps, [&] { pass(*narrow); });
     p.set_channel_plan(std::make_shared<models::ChannelPlan>(plan));
     const double compact = median_cpu(steps, [&] { pass(*model); });
     std::printf("%s keep %.2f batch %lld threads %d: CPU s per forward+backward: dense %.3f  narrow %.3f (%.2fx)  "

@@ -63,3 +63,24 @@ TEST_CASE("allocator: empty_cache returns every cached block; os_bytes = live bl
     CHECK(memory_stats().os_allocations == s.os_allocations + 1);
     CHECK(t.to_vector() == std::vector<float>(1000, 0.f));
 }
+
+TEST_CASE("allocator: a full cache gives back the least recently used class, not the block just freed") {
+    // Sizes that change between steps (VR-PGE's subnetworks) must not leave the cache full of stale blocks while
+    // every new size goes to the OS and back.
+    empty_cache();
+    set_cache_limit(1'000'000);
+    { Tensor stale = Tensor::empty({150'000}); }   // 600,000 bytes: class 655,360, cached
+    CHECK(memory_stats().cached_bytes == 655'360);
+    const MemoryStats start = memory_stats();
+    for (int step = 0; step < 3; ++step) {
+        Tensor now = Tensor::empty({180'000});   // 720,000 bytes: class 720,896; the stale block is too small
+        // freeing it must evict the stale class (655,360 + 720,896 > the limit) and keep this one
+    }
+    CHECK(memory_stats().os_allocations == start.os_allocations + 1);   // only the first step's request
+    CHECK(memory_stats().cached_bytes == 720'896);
+    CHECK(memory_stats().os_bytes == start.os_bytes - 655'360 + 720'896);
+    { Tensor too_big = Tensor::empty({300'000}); }   // 1.2 MB: above the limit, straight back to the OS
+    CHECK(memory_stats().cached_bytes == 720'896);
+    set_cache_limit(-1);
+    empty_cache();
+}
