@@ -23,8 +23,11 @@
 //   1e-8 of zero, so rounding flips some masks, and lr 0.1 with Nesterov momentum amplifies the difference ~10x
 //   per step once the net starts memorising the batch. PyTorch's own float32 run leaves the float64 trajectory by
 //   2.2e-4 at step 1 (one flipped mask in layer3.2) and by 1e-2..1e-1 by steps 5-9 (measured on five batches, at
-//   batch 8 and 32). So 1e-4 holds for steps 0-2 (razor: 0, 0, 4.5e-5) and for the first step's checksums
-//   (razor: 2.2e-6), which pin the SGD update itself (momentum, Nesterov, weight decay, lr). Steps 3-9 must lie
+//   batch 8 and 32). So steps 0-2 and the first step's checksums, which pin the SGD update itself (momentum,
+//   Nesterov, weight decay, lr), must be within 1e-4 of one of the two correct float32 outcomes: the float64 path
+//   (razor's direct convs: 0, 0, 4.5e-5; checksums 2.2e-6) or PyTorch float32's, flipped mask included (razor's
+//   Winograd convs flip the same mask: loss errors against float64 0, 2.2e-4, 7.9e-3, against PyTorch float32
+//   below 1e-6; checksums 4.2e-3 against float64, the same as PyTorch float32's own). Steps 3-9 must lie
 //   within max(1e-4, 10 x PyTorch float32's largest deviation so far), the eval loss likewise, and the final
 //   checksums within max(1e-4, 3 x PyTorch float32's): an envelope that says "still on the reference loss curve",
 //   not parity. (Measured in float64 against this envelope: no Nesterov, dampening 0.1 and lr 0.09 fall outside
@@ -135,8 +138,12 @@ std::string compare(const Run& run, const SafeTensors& f, int strict_steps) {
     std::string per_step;
     for (int k = 0; k < kSteps; ++k) {
         floor32 = std::max(floor32, rel(ref32[k], ref[k]));
-        const double e = rel(run.losses[k], ref[k]);
-        const double tol = k < strict_steps ? kStrict : std::max(kStrict, 10 * floor32);
+        const bool strict = k < strict_steps;
+        // Strict steps: within 1e-4 of either correct float32 outcome -- the float64 path, or PyTorch float32's
+        // where that flipped a near-zero ReLU mask (see the file comment).
+        const double e = strict ? std::min(rel(run.losses[k], ref[k]), rel(run.losses[k], ref32[k]))
+                                : rel(run.losses[k], ref[k]);
+        const double tol = strict ? kStrict : std::max(kStrict, 10 * floor32);
         INFO("step ", k, ": razor ", run.losses[k], ", torch float64 ", ref[k], ", torch float32 ", ref32[k]);
         CHECK_MESSAGE(e <= tol, "relative error ", e, " > tolerance ", tol);
         if (tol == kStrict) worst_strict = std::max(worst_strict, e);
@@ -156,7 +163,9 @@ std::string compare(const Run& run, const SafeTensors& f, int strict_steps) {
             const std::vector<float> r = t.at(prefix + key).to_vector(), r32 = t.at("f32." + prefix + key).to_vector();
             const double floor = checksum_error({r32[0], r32[1], r32[2]}, r);
             const double tol = final ? std::max(kStrict, 3 * floor) : kStrict;
-            const double e = checksum_error(got, r);
+            const std::vector<float> r32_sums = {r32[0], r32[1], r32[2]};
+            const double e = final ? checksum_error(got, r)   // first step: either float32 outcome, as the losses
+                                   : std::min(checksum_error(got, r), checksum_error(got, r32_sums));
             CHECK_MESSAGE(e <= tol, prefix, key, ": checksums [", got[0], ", ", got[1], ", ", got[2], "] vs [", r[0],
                           ", ", r[1], ", ", r[2], "]: error ", e, " of sum |d| > ", tol, " (float32 torch ", floor, ")");
             worst_sum[final] = std::max(worst_sum[final], e), worst_sum32[final] = std::max(worst_sum32[final], floor);

@@ -1,0 +1,186 @@
+// core/winograd.cpp -- F(2x2, 3x3) convolution (see winograd.h for the algebra).
+#include "core/winograd.h"
+
+#include <algorithm>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "core/check.h"
+#include "core/gemm.h"
+
+namespace razor::detail {
+namespace {
+
+// V and M of one band of tile rows together stay under this many floats (512 KB, half of this machine's L2), so
+// the transforms' output is still in cache when the GEMMs read it.
+constexpr int64_t kBandFloats = 128 * 1024;
+
+// Floats between consecutive matrices of V and M beyond their size (one cache line; see winograd_conv3x3).
+constexpr int64_t kSkew = 16;
+
+// Tile rows per band for an image of th x tw tiles: as many as fit kBandFloats, but at least 64 tiles (the GEMMs'
+// N; at 8 tiles, 512 channels at 16x16 ran 4x slower than at 64).
+int64_t band_rows(int64_t C, int64_t OC, int64_t th, int64_t tw) {
+    const int64_t fit = kBandFloats / (16 * (C + OC) * tw), wide = (64 + tw - 1) / tw;
+    return std::clamp<int64_t>(std::max(fit, wide), 1, th);
+}
+
+}  // namespace
+
+bool winograd_applies(int64_t KH, int64_t KW, int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w,
+                      int64_t dil_h, int64_t dil_w, int64_t groups, int64_t C, int64_t OC, int64_t H, int64_t W) {
+    const bool shape = KH == 3 && KW == 3 && stride_h == 1 && stride_w == 1 && pad_h == 1 && pad_w == 1 &&
+                       dil_h == 1 && dil_w == 1 && groups == 1 && H % 2 == 0 && W % 2 == 0;
+    // Where it is faster (one image, one thread, against conv2d's padded-window GEMM): the 16 GEMMs have K = C
+    // (and K = OC for gx), and below about 10 channels or 256 positions their fixed costs and the transforms
+    // outweigh the saved multiplies (3 -> 16 channels at 32x32: 17 us against 10 us direct; 16 -> 16 at 32x32:
+    // 39 against 47; 64 -> 64: 397 against 733).
+#if defined(__AVX512F__)
+    return shape && std::min(C, OC) >= 10 && H * W >= 256;
+#else
+    (void)shape, (void)C, (void)OC;
+    return false;   // the transforms are AVX-512 kernels (conv2d's padded-window path needs AVX-512 as well)
+#endif
+}
+
+void winograd_filters(const float* w, int64_t OC, int64_t C, bool flip, float* u) {
+    const int64_t stride = OC * C;
+    for (int64_t oc = 0; oc < OC; ++oc)
+        for (int64_t c = 0; c < C; ++c) {
+            float g[9];
+            for (int k = 0; k < 9; ++k) g[k] = flip ? w[(c * OC + oc) * 9 + (8 - k)] : w[(oc * C + c) * 9 + k];
+            float gg[4][3];   // G g: the row combinations
+            for (int k = 0; k < 3; ++k) {
+                gg[0][k] = g[k];
+                gg[1][k] = 0.5f * (g[k] + g[3 + k] + g[6 + k]);
+                gg[2][k] = 0.5f * (g[k] - g[3 + k] + g[6 + k]);
+                gg[3][k] = g[6 + k];
+            }
+            for (int p = 0; p < 4; ++p) {   // (G g) G^T: the same combinations of each row's columns
+                float* up = u + p * 4 * stride + oc * C + c;
+                up[0] = gg[p][0];
+                up[stride] = 0.5f * (gg[p][0] + gg[p][1] + gg[p][2]);
+                up[2 * stride] = 0.5f * (gg[p][0] - gg[p][1] + gg[p][2]);
+                up[3 * stride] = gg[p][2];
+            }
+        }
+}
+
+int64_t winograd_scratch_floats(int64_t C, int64_t OC, int64_t H, int64_t W) {
+    const int64_t th = H / 2, tw = W / 2;
+    return 16 * ((C + OC) * band_rows(C, OC, th, tw) * tw + 2 * kSkew);
+}
+
+#if defined(__AVX512F__)
+namespace {
+
+// One tile row's input transform, tiles [0, tw): v[xi * vs + j] = (B^T d B)[xi] of tile j, whose 4x4 input is
+// r_a[2j .. 2j+3] for the 4 padded rows r_a.
+void input_tiles(const float* const r[4], int64_t tw, float* v, int64_t vs) {
+    // 16 tiles at a time: a row's d0..d3 of tiles j0..j0+15 are the even and odd floats of r[2 j0 ..] (d0, d1) and of
+    // r[2 j0 + 2 ..] (d2, d3), deinterleaved by one two-source permute each.
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    for (int64_t j0 = 0; j0 < tw; j0 += 16) {
+        const int64_t n = std::min<int64_t>(16, tw - j0), floats = 2 * n;   // floats read from each start
+        const __mmask16 lo = floats >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << floats) - 1);
+        const __mmask16 hi = floats > 16 ? static_cast<__mmask16>((1u << (floats - 16)) - 1) : 0;
+        __m512 t[4][4];
+        for (int a = 0; a < 4; ++a) {
+            const float* x = r[a] + 2 * j0;
+            const __m512 l0 = _mm512_maskz_loadu_ps(lo, x), h0 = _mm512_maskz_loadu_ps(hi, x + 16);
+            const __m512 l2 = _mm512_maskz_loadu_ps(lo, x + 2), h2 = _mm512_maskz_loadu_ps(hi, x + 18);
+            const __m512 d0 = _mm512_permutex2var_ps(l0, even, h0), d1 = _mm512_permutex2var_ps(l0, odd, h0);
+            const __m512 d2 = _mm512_permutex2var_ps(l2, even, h2), d3 = _mm512_permutex2var_ps(l2, odd, h2);
+            t[a][0] = _mm512_sub_ps(d0, d2);
+            t[a][1] = _mm512_add_ps(d1, d2);
+            t[a][2] = _mm512_sub_ps(d2, d1);
+            t[a][3] = _mm512_sub_ps(d1, d3);
+        }
+        const __mmask16 out = static_cast<__mmask16>((1u << n) - 1);
+        for (int q = 0; q < 4; ++q) {
+            _mm512_mask_storeu_ps(v + q * vs + j0, out, _mm512_sub_ps(t[0][q], t[2][q]));
+            _mm512_mask_storeu_ps(v + (4 + q) * vs + j0, out, _mm512_add_ps(t[1][q], t[2][q]));
+            _mm512_mask_storeu_ps(v + (8 + q) * vs + j0, out, _mm512_sub_ps(t[2][q], t[1][q]));
+            _mm512_mask_storeu_ps(v + (12 + q) * vs + j0, out, _mm512_sub_ps(t[1][q], t[3][q]));
+        }
+    }
+}
+
+// One tile row's output transform, tiles [0, tw): output rows y0, y1 at columns 2j, 2j+1 = (A^T m A) of tile j,
+// m[xi] = m[xi * ms + j], plus b.
+void output_tiles(const float* m, int64_t ms, int64_t tw, float b, float* y0, float* y1) {
+    // 16 tiles at a time; the two output columns of each tile are interleaved by two-source permutes.
+    const __m512i first = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i second = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+    const __m512 bias = _mm512_set1_ps(b);
+    for (int64_t j0 = 0; j0 < tw; j0 += 16) {
+        const int64_t n = std::min<int64_t>(16, tw - j0);
+        const __mmask16 in = static_cast<__mmask16>((1u << n) - 1);
+        __m512 s[4][2];
+        for (int p = 0; p < 4; ++p) {
+            const float* mp = m + 4 * p * ms + j0;
+            const __m512 m0 = _mm512_maskz_loadu_ps(in, mp), m1 = _mm512_maskz_loadu_ps(in, mp + ms);
+            const __m512 m2 = _mm512_maskz_loadu_ps(in, mp + 2 * ms), m3 = _mm512_maskz_loadu_ps(in, mp + 3 * ms);
+            s[p][0] = _mm512_add_ps(_mm512_add_ps(m0, m1), m2);
+            s[p][1] = _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3);
+        }
+        const __m512 y00 = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(s[0][0], s[1][0]), s[2][0]), bias);
+        const __m512 y01 = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(s[0][1], s[1][1]), s[2][1]), bias);
+        const __m512 y10 = _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(s[1][0], s[2][0]), s[3][0]), bias);
+        const __m512 y11 = _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(s[1][1], s[2][1]), s[3][1]), bias);
+        const int64_t floats = 2 * n;
+        const __mmask16 lo = floats >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << floats) - 1);
+        const __mmask16 hi = floats > 16 ? static_cast<__mmask16>((1u << (floats - 16)) - 1) : 0;
+        float* out0 = y0 + 2 * j0;
+        float* out1 = y1 + 2 * j0;
+        _mm512_mask_storeu_ps(out0, lo, _mm512_permutex2var_ps(y00, first, y01));
+        _mm512_mask_storeu_ps(out0 + 16, hi, _mm512_permutex2var_ps(y00, second, y01));
+        _mm512_mask_storeu_ps(out1, lo, _mm512_permutex2var_ps(y10, first, y11));
+        _mm512_mask_storeu_ps(out1 + 16, hi, _mm512_permutex2var_ps(y10, second, y11));
+    }
+}
+
+}  // namespace
+
+void winograd_conv3x3(const float* u, int64_t OC, int64_t C, const float* xp, int64_t plane, int64_t H, int64_t W,
+                      const float* bias, float* y, float* scratch) {
+    const int64_t Wp = W + 2, th = H / 2, tw = W / 2;
+    const int64_t rows = band_rows(C, OC, th, tw);
+    for (int64_t i0 = 0; i0 < th; i0 += rows) {
+        const int64_t i1 = std::min(th, i0 + rows), T = (i1 - i0) * tw;   // tiles in this band
+        // The 16 matrices of V (and of M) are a cache line further apart than their size: at exactly C T floats
+        // (16 KB for 16 channels x 256 tiles) the transforms' 16 streams would all map to the same L1 sets.
+        const int64_t vs = C * T + kSkew, ms = OC * T + kSkew;
+        float* V = scratch;        // (16, C, T)
+        float* M = scratch + 16 * vs;   // (16, OC, T)
+        // V[xi][c][t] = (B^T d B)[xi] for the 4x4 input tile d of tile t = (i, j): padded rows 2i..2i+3, columns
+        // 2j..2j+3.
+        for (int64_t c = 0; c < C; ++c)
+            for (int64_t i = i0; i < i1; ++i) {
+                const float* r0 = xp + c * plane + 2 * i * Wp;
+                const float* const r[4] = {r0, r0 + Wp, r0 + 2 * Wp, r0 + 3 * Wp};
+                input_tiles(r, tw, V + c * T + (i - i0) * tw, vs);
+            }
+        // M[xi] (OC, T) = U[xi] (OC, C) . V[xi] (C, T)
+        for (int xi = 0; xi < 16; ++xi)
+            gemm(false, false, OC, T, C, 1.f, u + xi * OC * C, C, V + xi * vs, T, 0.f, M + xi * ms, T);
+        // Y = A^T m A per tile, plus the bias.
+        for (int64_t oc = 0; oc < OC; ++oc)
+            for (int64_t i = i0; i < i1; ++i) {
+                float* y0 = y + (oc * H + 2 * i) * W;
+                output_tiles(M + oc * T + (i - i0) * tw, ms, tw, bias ? bias[oc] : 0.f, y0, y0 + W);
+            }
+    }
+}
+
+#else
+void winograd_conv3x3(const float*, int64_t, int64_t, const float*, int64_t, int64_t, int64_t, const float*, float*,
+                      float*) {
+    throw Error("winograd_conv3x3: this build has no AVX-512 (winograd_applies() is false here); hint: call conv2d");
+}
+#endif
+
+}  // namespace razor::detail

@@ -1,0 +1,51 @@
+// core/winograd.h -- 3x3 stride-1 "same" convolution by Winograd's minimal filtering F(2x2, 3x3).
+//
+// reference: Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks" (CVPR 2016), §4.1. docs: docs/ops.md
+// "conv2d: Winograd F(2x2, 3x3)".
+//
+// conv2d (core/ops/conv2d.cpp) runs its 3x3 pad-1 convs on maps with even H and W this way, forward (y from x) and
+// for the input gradient (gx from gy, a 3x3 pad-1 conv with the filters flipped and in/out channels swapped). The
+// weight gradient stays a GEMM over padded windows.
+//
+// The 1-D identity (correlation, as conv2d computes it): two outputs of a 3-tap filter g over 4 inputs d,
+//   y0 = d0 g0 + d1 g1 + d2 g2,  y1 = d1 g0 + d2 g1 + d3 g2,
+// take 4 multiplies instead of 6:
+//   m0 = (d0 - d2) g0,  m1 = (d1 + d2)(g0 + g1 + g2)/2,  m2 = (d2 - d1)(g0 - g1 + g2)/2,  m3 = (d1 - d3) g2,
+//   y0 = m0 + m1 + m2,  y1 = m1 - m2 - m3,
+// i.e. y = A^T [(G g) . (B^T d)] with the 4x4 B^T, 4x3 G and 2x4 A^T read off above. Nested over rows and columns, a
+// 2x2 output tile from a 4x4 input tile d and a 3x3 filter g is
+//   Y = A^T [ (G g G^T) . (B^T d B) ] A      (. elementwise over the 16 positions xi of the 4x4 transformed tile)
+// and summed over input channels c the 16 elementwise products become 16 matrix products:
+//   M[xi] (OC, T) = U[xi] (OC, C) . V[xi] (C, T),   U[xi] = (G g G^T)[xi],  V[xi] = (B^T d B)[xi],
+// for the T 2x2 tiles of an image. 16 x OC x C x T multiplies against the direct 9 x OC x C x 4T: 2.25x fewer. The
+// transforms are additions, O((C + OC) T), and the filter transform is done once per call.
+//
+// Numerics: not bit-identical to the direct conv (other additions, the halves in G); the error stays within a few
+// float ulps of the sums (tests/core/test_winograd.cpp compares with a float64 direct conv).
+#pragma once
+
+#include <cstdint>
+
+namespace razor::detail {
+
+// Whether conv2d takes this path: 3x3, stride 1, dilation 1, padding 1, one group, even H and W, and a shape where it
+// was measured faster (at least 10 input and output channels, at least 256 positions). False in builds without
+// AVX-512: the transforms are AVX-512 kernels.
+bool winograd_applies(int64_t KH, int64_t KW, int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w,
+                      int64_t dil_h, int64_t dil_w, int64_t groups, int64_t C, int64_t OC, int64_t H, int64_t W);
+
+// u (16, OC, C) = G g G^T of each filter g = w[oc, c] (3x3), w (OC, C, 3, 3). With flip, the filters of the input
+// gradient instead: g = w[c', oc', ::-1, ::-1] for output channel c' and input channel oc' of that conv, w still
+// (C, OC, 3, 3) in the forward's terms (so here OC and C are the gradient conv's: OC = forward C, C = forward OC).
+void winograd_filters(const float* w, int64_t OC, int64_t C, bool flip, float* u);
+
+// Floats of scratch that winograd_conv3x3 needs for one image.
+int64_t winograd_scratch_floats(int64_t C, int64_t OC, int64_t H, int64_t W);
+
+// y (OC, H, W) = conv3x3(x, pad 1) + bias, for one image given as zero-padded planes: channel c's padded plane starts
+// at xp + c * plane, row stride Wp = W + 2, and holds x[c, h, w] at (h + 1) Wp + w + 1 with zeros around. u from
+// winograd_filters; bias (OC) or null. Runs on the calling thread (its GEMMs too).
+void winograd_conv3x3(const float* u, int64_t OC, int64_t C, const float* xp, int64_t plane, int64_t H, int64_t W,
+                      const float* bias, float* y, float* scratch);
+
+}  // namespace razor::detail
