@@ -27,6 +27,10 @@ int64_t band_rows(int64_t C, int64_t OC, int64_t th, int64_t tw) {
     return std::clamp<int64_t>(std::max(fit, wide), 1, th);
 }
 
+// Maps of at most 16 tiles (8x8 and smaller) take the tiles of several images into one set of GEMMs, one vector of
+// tiles per image; larger maps go one image at a time, in bands of tile rows.
+bool small_map(int64_t H, int64_t W) { return (H / 2) * (W / 2) <= 16; }
+
 }  // namespace
 
 bool winograd_applies(int64_t KH, int64_t KW, int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w,
@@ -38,7 +42,7 @@ bool winograd_applies(int64_t KH, int64_t KW, int64_t stride_h, int64_t stride_w
     // outweigh the saved multiplies (3 -> 16 channels at 32x32: 17 us against 10 us direct; 16 -> 16 at 32x32:
     // 39 against 47; 64 -> 64: 397 against 733).
 #if defined(__AVX512F__)
-    return shape && std::min(C, OC) >= 10 && H * W >= 256;
+    return shape && std::min(C, OC) >= 10 && (H * W >= 256 || small_map(H, W));
 #else
     (void)shape, (void)C, (void)OC;
     return false;   // the transforms are AVX-512 kernels (conv2d's padded-window path needs AVX-512 as well)
@@ -68,9 +72,17 @@ void winograd_filters(const float* w, int64_t OC, int64_t C, bool flip, float* u
         }
 }
 
+int64_t winograd_images_per_call(int64_t C, int64_t OC, int64_t H, int64_t W) {
+    if (!small_map(H, W)) return 1;
+    const int64_t tiles = (H / 2) * (W / 2);   // per image
+    const int64_t fit = kBandFloats / (16 * (C + OC) * tiles), wide = (128 + tiles - 1) / tiles;
+    return std::max<int64_t>(1, std::max(fit, wide));
+}
+
 int64_t winograd_scratch_floats(int64_t C, int64_t OC, int64_t H, int64_t W) {
     const int64_t th = H / 2, tw = W / 2;
-    return 16 * ((C + OC) * band_rows(C, OC, th, tw) * tw + 2 * kSkew);
+    const int64_t T = small_map(H, W) ? winograd_images_per_call(C, OC, H, W) * th * tw : band_rows(C, OC, th, tw) * tw;
+    return 16 * ((C + OC) * T + 2 * kSkew);
 }
 
 #if defined(__AVX512F__)
@@ -143,10 +155,79 @@ void output_tiles(const float* m, int64_t ms, int64_t tw, float b, float* y0, fl
     }
 }
 
-}  // namespace
+// Small maps: the tiles of one image in one vector (lane t = i tw + j, `lanes` of them). gather[a * 4 + b] holds the
+// plane offsets (2i + a) Wp + 2j + b of input d[a][b]; v is the image's first column of V.
+void input_tiles_gathered(const float* plane, const __m512i gather[16], __mmask16 lanes, float* v, int64_t vs) {
+    __m512 t[4][4];
+    for (int a = 0; a < 4; ++a) {
+        __m512 d[4];
+        for (int b = 0; b < 4; ++b)
+            d[b] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, gather[a * 4 + b], plane, 4);
+        t[a][0] = _mm512_sub_ps(d[0], d[2]);
+        t[a][1] = _mm512_add_ps(d[1], d[2]);
+        t[a][2] = _mm512_sub_ps(d[2], d[1]);
+        t[a][3] = _mm512_sub_ps(d[1], d[3]);
+    }
+    for (int q = 0; q < 4; ++q) {
+        _mm512_mask_storeu_ps(v + q * vs, lanes, _mm512_sub_ps(t[0][q], t[2][q]));
+        _mm512_mask_storeu_ps(v + (4 + q) * vs, lanes, _mm512_add_ps(t[1][q], t[2][q]));
+        _mm512_mask_storeu_ps(v + (8 + q) * vs, lanes, _mm512_sub_ps(t[2][q], t[1][q]));
+        _mm512_mask_storeu_ps(v + (12 + q) * vs, lanes, _mm512_sub_ps(t[1][q], t[3][q]));
+    }
+}
 
-void winograd_conv3x3(const float* u, int64_t OC, int64_t C, const float* xp, int64_t plane, int64_t H, int64_t W,
-                      const float* bias, float* y, float* scratch) {
+// Small maps: one image's output plane y (H, W) of one channel from its tiles' m[xi * ms + t]; scatter[r * 2 + s]
+// holds the plane offsets (2i + r) W + 2j + s of output (r, s) of tile t.
+void output_tiles_scattered(const float* m, int64_t ms, const __m512i scatter[4], __mmask16 lanes, float b, float* y) {
+    __m512 s[4][2];
+    for (int p = 0; p < 4; ++p) {
+        const float* mp = m + 4 * p * ms;
+        const __m512 m0 = _mm512_maskz_loadu_ps(lanes, mp), m1 = _mm512_maskz_loadu_ps(lanes, mp + ms);
+        const __m512 m2 = _mm512_maskz_loadu_ps(lanes, mp + 2 * ms), m3 = _mm512_maskz_loadu_ps(lanes, mp + 3 * ms);
+        s[p][0] = _mm512_add_ps(_mm512_add_ps(m0, m1), m2);
+        s[p][1] = _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3);
+    }
+    const __m512 bias = _mm512_set1_ps(b);
+    for (int c = 0; c < 2; ++c) {
+        _mm512_mask_i32scatter_ps(y, lanes, scatter[c],
+                                  _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(s[0][c], s[1][c]), s[2][c]), bias), 4);
+        _mm512_mask_i32scatter_ps(y, lanes, scatter[2 + c],
+                                  _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(s[1][c], s[2][c]), s[3][c]), bias), 4);
+    }
+}
+
+// nb images of a small map: all their tiles side by side, T = nb * tiles.
+void conv_images(const float* u, int64_t OC, int64_t C, const float* xp, int64_t plane, int64_t H, int64_t W,
+                 int64_t nb, const float* bias, float* y, float* scratch) {
+    const int64_t Wp = W + 2, tw = W / 2, tiles = (H / 2) * tw, T = nb * tiles;
+    alignas(64) int32_t gather[16][16] = {}, scatter[4][16] = {};
+    for (int64_t t = 0; t < tiles; ++t) {
+        const int64_t i = t / tw, j = t % tw;
+        for (int a = 0; a < 4; ++a)
+            for (int b = 0; b < 4; ++b) gather[a * 4 + b][t] = static_cast<int32_t>((2 * i + a) * Wp + 2 * j + b);
+        for (int r = 0; r < 2; ++r)
+            for (int c = 0; c < 2; ++c) scatter[r * 2 + c][t] = static_cast<int32_t>((2 * i + r) * W + 2 * j + c);
+    }
+    __m512i g[16], sc[4];
+    for (int k = 0; k < 16; ++k) g[k] = _mm512_load_si512(gather[k]);
+    for (int k = 0; k < 4; ++k) sc[k] = _mm512_load_si512(scatter[k]);
+    const __mmask16 lanes = static_cast<__mmask16>((1u << tiles) - 1);
+    const int64_t vs = C * T + kSkew, ms = OC * T + kSkew;
+    float* V = scratch;             // (16, C, T)
+    float* M = scratch + 16 * vs;   // (16, OC, T)
+    for (int64_t k = 0; k < nb; ++k)
+        for (int64_t c = 0; c < C; ++c) input_tiles_gathered(xp + (k * C + c) * plane, g, lanes, V + c * T + k * tiles, vs);
+    for (int xi = 0; xi < 16; ++xi)
+        gemm(false, false, OC, T, C, 1.f, u + xi * OC * C, C, V + xi * vs, T, 0.f, M + xi * ms, T);
+    for (int64_t k = 0; k < nb; ++k)
+        for (int64_t oc = 0; oc < OC; ++oc)
+            output_tiles_scattered(M + oc * T + k * tiles, ms, sc, lanes, bias ? bias[oc] : 0.f,
+                                   y + (k * OC + oc) * H * W);
+}
+
+// One image of a larger map, in bands of tile rows.
+void conv_image(const float* u, int64_t OC, int64_t C, const float* xp, int64_t plane, int64_t H, int64_t W,
+                const float* bias, float* y, float* scratch) {
     const int64_t Wp = W + 2, th = H / 2, tw = W / 2;
     const int64_t rows = band_rows(C, OC, th, tw);
     for (int64_t i0 = 0; i0 < th; i0 += rows) {
@@ -176,9 +257,18 @@ void winograd_conv3x3(const float* u, int64_t OC, int64_t C, const float* xp, in
     }
 }
 
+}  // namespace
+
+void winograd_conv3x3(const float* u, int64_t OC, int64_t C, const float* xp, int64_t plane, int64_t H, int64_t W,
+                      int64_t nb, const float* bias, float* y, float* scratch) {
+    if (small_map(H, W)) return conv_images(u, OC, C, xp, plane, H, W, nb, bias, y, scratch);
+    for (int64_t k = 0; k < nb; ++k)
+        conv_image(u, OC, C, xp + k * C * plane, plane, H, W, bias, y + k * OC * H * W, scratch);
+}
+
 #else
-void winograd_conv3x3(const float*, int64_t, int64_t, const float*, int64_t, int64_t, int64_t, const float*, float*,
-                      float*) {
+void winograd_conv3x3(const float*, int64_t, int64_t, const float*, int64_t, int64_t, int64_t, int64_t, const float*,
+                      float*, float*) {
     throw Error("winograd_conv3x3: this build has no AVX-512 (winograd_applies() is false here); hint: call conv2d");
 }
 #endif

@@ -29,8 +29,8 @@
 namespace razor::detail {
 
 // Whether conv2d takes this path: 3x3, stride 1, dilation 1, padding 1, one group, even H and W, and a shape where it
-// was measured faster (at least 10 input and output channels, at least 256 positions). False in builds without
-// AVX-512: the transforms are AVX-512 kernels.
+// was measured faster (at least 10 input and output channels; at least 256 positions, or at most 16 tiles: 8x8 and
+// smaller). False in builds without AVX-512: the transforms are AVX-512 kernels.
 bool winograd_applies(int64_t KH, int64_t KW, int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w,
                       int64_t dil_h, int64_t dil_w, int64_t groups, int64_t C, int64_t OC, int64_t H, int64_t W);
 
@@ -39,13 +39,18 @@ bool winograd_applies(int64_t KH, int64_t KW, int64_t stride_h, int64_t stride_w
 // (C, OC, 3, 3) in the forward's terms (so here OC and C are the gradient conv's: OC = forward C, C = forward OC).
 void winograd_filters(const float* w, int64_t OC, int64_t C, bool flip, float* u);
 
-// Floats of scratch that winograd_conv3x3 needs for one image.
+// Images per winograd_conv3x3 call: 1 for maps of more than 16 tiles (larger than 8x8), else as many as make the
+// GEMMs at least 128 tiles wide, or more while V and M stay within 512 KB.
+int64_t winograd_images_per_call(int64_t C, int64_t OC, int64_t H, int64_t W);
+
+// Floats of scratch that winograd_conv3x3 needs for winograd_images_per_call(C, OC, H, W) images.
 int64_t winograd_scratch_floats(int64_t C, int64_t OC, int64_t H, int64_t W);
 
-// y (OC, H, W) = conv3x3(x, pad 1) + bias, for one image given as zero-padded planes: channel c's padded plane starts
-// at xp + c * plane, row stride Wp = W + 2, and holds x[c, h, w] at (h + 1) Wp + w + 1 with zeros around. u from
-// winograd_filters; bias (OC) or null. Runs on the calling thread (its GEMMs too).
+// y (nb, OC, H, W) = conv3x3(x, pad 1) + bias for nb <= winograd_images_per_call images given as zero-padded planes:
+// image k's channel c starts at xp + (k C + c) plane, row stride Wp = W + 2, and holds x[k, c, h, w] at
+// (h + 1) Wp + w + 1 with zeros around. u from winograd_filters; bias (OC) or null. Runs on the calling thread (its
+// GEMMs too).
 void winograd_conv3x3(const float* u, int64_t OC, int64_t C, const float* xp, int64_t plane, int64_t H, int64_t W,
-                      const float* bias, float* y, float* scratch);
+                      int64_t nb, const float* bias, float* y, float* scratch);
 
 }  // namespace razor::detail

@@ -21,8 +21,9 @@
 //             (images_per_gemm), so a 2x2 map's GEMM is not 4 columns wide.
 //   padded    stride-1 "same" convs with one group on larger maps (the CIFAR 3x3 convs at 32x32 and 16x16): no
 //             im2col at all; gemm_rows reads windows of zero-padded image planes (conv2d_forward_padded).
-//   winograd  the padded path's 3x3 pad-1 convs on even maps with >= 10 channels in and out: forward and gx by
-//             Winograd F(2x2, 3x3) on the same padded planes (core/winograd.h), 2.25x fewer multiplies; gW as above.
+//   winograd  3x3 pad-1 convs on even maps with >= 10 channels in and out, 16x16 and larger or 8x8 and smaller:
+//             forward and gx by Winograd F(2x2, 3x3) on zero-padded planes (core/winograd.h), 2.25x fewer
+//             multiplies; gW by the path the shape would take otherwise.
 //   depthwise groups == C (Cg = 1, any OC = C * multiplier): a direct kernel; a (1, KK) x (KK, OHW) GEMM per
 //             channel would waste the GEMM machinery.
 //
@@ -429,9 +430,13 @@ void gw_from_transposed(const ConvGeometry& g, const float* parts, int64_t strid
 
 void conv2d_forward_padded(const ConvGeometry& g, const float* x, const float* w, const float* b, float* y);
 bool padded_path(const ConvGeometry& g);
+bool winograd_path(const ConvGeometry& g);
+void conv2d_forward_winograd(const ConvGeometry& g, const float* x, const float* w, const float* b, float* y);
+void conv2d_input_grad_winograd(const ConvGeometry& g, const float* w, const float* gy, float* gx);
 
 void conv2d_forward(const ConvGeometry& g, const float* x /*(N, C, H, W)*/, const float* w /*(OC, Cg, KH, KW)*/,
                     const float* b /*(OC) or null*/, float* y /*(N, OC, OH, OW)*/) {
+    if (winograd_path(g)) return conv2d_forward_winograd(g, x, w, b, y);
     if (padded_path(g)) return conv2d_forward_padded(g, x, w, b, y);
     const int64_t ohw = g.ohw(), cgkk = g.Cg * g.kk(), image = g.C * g.hw();
     const int64_t col_size = col_floats(g), per_chunk = col_size + staging_floats(g);
@@ -486,6 +491,10 @@ void conv2d_backward_padded(const ConvGeometry& g, const float* x, const SavedTe
 void conv2d_backward(const ConvGeometry& g, const float* x /*(N, C, H, W) or null*/, const SavedTensor* x_saved,
                      const float* w /*(OC, Cg, KH, KW) or null*/, const float* gy /*(N, OC, OH, OW)*/,
                      float* gx /*(N, C, H, W) or null*/, float* gw /*(OC, Cg, KH, KW) or null*/) {
+    if (gx && winograd_path(g)) {
+        if (gw) conv2d_backward(g, x, x_saved, nullptr, gy, nullptr, gw);
+        return conv2d_input_grad_winograd(g, w, gy, gx);
+    }
     if (padded_path(g)) return conv2d_backward_padded(g, x, x_saved, w, gy, gx, gw);
     const int64_t ohw = g.ohw(), cgkk = g.Cg * g.kk(), w_size = g.OC * cgkk, image = g.C * g.hw();
     const int64_t col_size = col_floats(g), staging_size = staging_floats(g);
@@ -616,40 +625,21 @@ struct PaddedGrid {
     }
 };
 
-// 3x3 pad 1 on even maps (the CIFAR ResNets' and VGGs' 32x32 and 16x16 convs): Winograd F(2x2, 3x3) on the same
-// padded planes, forward and gx, with 2.25x fewer multiplies (core/winograd.h).
-bool winograd_path(const ConvGeometry& g) {
-    return detail::winograd_applies(g.KH, g.KW, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups, g.C, g.OC, g.H, g.W);
-}
-
 void conv2d_forward_padded(const ConvGeometry& g, const float* x /*(N, C, H, W)*/, const float* w /*(OC, C, KH, KW)*/,
                            const float* b /*(OC) or null*/, float* y /*(N, OC, OH, OW)*/) {
     const PaddedGrid pg(g);
     const int64_t T = pg.cols(g), ckk = g.C * g.kk();
-    const bool winograd = winograd_path(g);
-    std::vector<float> u;   // (16, OC, C) transformed filters
-    std::vector<int64_t> rows;
-    if (winograd) {
-        u.resize(static_cast<size_t>(16 * g.OC * g.C));
-        detail::winograd_filters(w, g.OC, g.C, false, u.data());
-    } else {
-        rows = pg.windows(g, g.C);
-    }
-    // xp, then y on the padded-width grid or the Winograd scratch
-    const int64_t per_chunk = g.C * pg.plane + (winograd ? detail::winograd_scratch_floats(g.C, g.OC, g.H, g.W) : g.OC * T);
+    const std::vector<int64_t> rows = pg.windows(g, g.C);
+    const int64_t per_chunk = g.C * pg.plane + g.OC * T;   // xp, y on the padded-width grid
     const int64_t chunks = batch_chunks(g.N);
     Tensor workspace = Tensor::empty({chunks * per_chunk});
     float* ws = workspace.f32();
 #pragma omp parallel for schedule(static, 1) if (chunks > 1)
     for (int64_t c = 0; c < chunks; ++c) {
         float* xp = ws + c * per_chunk;    // (C, plane)
-        float* yp = xp + g.C * pg.plane;   // (OC, T), or the Winograd scratch
+        float* yp = xp + g.C * pg.plane;   // (OC, T)
         for (int64_t n = g.N * c / chunks; n < g.N * (c + 1) / chunks; ++n) {
             pg.pad(g, x + n * g.C * g.hw(), g.C, g.H, g.W, xp);
-            if (winograd) {
-                detail::winograd_conv3x3(u.data(), g.OC, g.C, xp, pg.plane, g.H, g.W, b, y + n * g.OC * g.ohw(), yp);
-                continue;
-            }
             gemm_rows(false, g.OC, T, ckk, 1.f, w, ckk, nullptr, xp, 0, rows.data(), 0.f, yp, T);
             pg.unpad(yp, g.OC, g.OH, g.OW, b, y + n * g.OC * g.ohw());
         }
@@ -663,13 +653,9 @@ void conv2d_backward_padded(const ConvGeometry& g, const float* x /*(N, C, H, W)
     const PaddedGrid pg(g);
     const int64_t T = pg.cols(g), kk = g.kk(), ckk = g.C * kk, w_size = g.OC * ckk, image = g.C * g.hw();
     const std::vector<int64_t> x_rows = gw ? pg.windows(g, g.C) : std::vector<int64_t>();
-    const bool winograd = gx && winograd_path(g);
-    const std::vector<int64_t> g_rows = gx && !winograd ? pg.windows(g, g.OC) : std::vector<int64_t>();
-    std::vector<float> wf;   // (C, OC*KK): wf[c, (oc, a, b)] = W[oc, c, KH-1-a, KW-1-b]; or Winograd's (16, C, OC)
-    if (winograd) {
-        wf.resize(static_cast<size_t>(16 * g.C * g.OC));
-        detail::winograd_filters(w, g.C, g.OC, true, wf.data());
-    } else if (gx) {
+    const std::vector<int64_t> g_rows = gx ? pg.windows(g, g.OC) : std::vector<int64_t>();
+    std::vector<float> wf;   // (C, OC*KK): wf[c, (oc, a, b)] = W[oc, c, KH-1-a, KW-1-b]
+    if (gx) {
         wf.resize(static_cast<size_t>(g.C * g.OC * kk));
         for (int64_t c = 0; c < g.C; ++c)
             for (int64_t oc = 0; oc < g.OC; ++oc)
@@ -677,8 +663,7 @@ void conv2d_backward_padded(const ConvGeometry& g, const float* x /*(N, C, H, W)
     }
     const int64_t chunks = batch_chunks(g.N);
     // Per chunk: gp, xp (when gW), gx on the padded-width grid (when gx), a gW partial, an image scratch.
-    const int64_t gp_size = g.OC * pg.plane, xp_size = gw ? g.C * pg.plane : 0;
-    const int64_t gxp_size = winograd ? detail::winograd_scratch_floats(g.OC, g.C, g.H, g.W) : gx ? g.C * T : 0;
+    const int64_t gp_size = g.OC * pg.plane, xp_size = gw ? g.C * pg.plane : 0, gxp_size = gx ? g.C * T : 0;
     const int64_t scratch = gw && !x ? image : 0;
     const int64_t per_chunk = gp_size + xp_size + gxp_size + (gw ? w_size : 0) + scratch;
     Tensor workspace = Tensor::empty({chunks * per_chunk});
@@ -700,9 +685,7 @@ void conv2d_backward_padded(const ConvGeometry& g, const float* x /*(N, C, H, W)
                           first ? 0.f : 1.f, gwt_c, g.OC);
                 first = false;
             }
-            if (winograd) {   // gx[n] = conv3x3(gy[n], flipped W^T): the forward's algorithm on gp
-                detail::winograd_conv3x3(wf.data(), g.C, g.OC, gp, pg.plane, g.H, g.W, nullptr, gx + n * image, gxp);
-            } else if (gx) {
+            if (gx) {
                 gemm_rows(false, g.C, T, g.OC * kk, 1.f, wf.data(), g.OC * kk, nullptr, gp, 0, g_rows.data(), 0.f, gxp, T);
                 pg.unpad(gxp, g.C, g.H, g.W, nullptr, gx + n * image);
             }
@@ -710,6 +693,53 @@ void conv2d_backward_padded(const ConvGeometry& g, const float* x /*(N, C, H, W)
         if (gw && first) std::fill(gwt_c, gwt_c + w_size, 0.f);   // an empty batch
     }
     if (gw) gw_from_transposed(g, ws + gp_size + xp_size + gxp_size, per_chunk, chunks, gw);
+}
+
+// ---------------------------------------------------------------- Winograd F(2x2, 3x3) (core/winograd.h)
+// The 3x3 pad-1 convs of the CIFAR models at 32x32, 16x16 (one image per call, in bands of tile rows) and 8x8 and
+// below (the tiles of several images per call). Forward: y = conv3x3(x) on x's zero-padded planes. Input gradient:
+// gx = conv3x3(gy) with the filters flipped and transposed (wf[c, oc] = W[oc, c, ::-1, ::-1], the padded path's
+// identity above), on gy's zero-padded planes. The weight gradient takes the path it would take otherwise.
+bool winograd_path(const ConvGeometry& g) {
+    return detail::winograd_applies(g.KH, g.KW, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups, g.C, g.OC, g.H, g.W);
+}
+
+// out (N, out_channels, H, W) = conv3x3(in (N, in_channels, H, W)) with transformed filters u, plus bias.
+void winograd_over_batch(const ConvGeometry& g, const float* u, int64_t in_channels, int64_t out_channels,
+                         const float* in, const float* bias, float* out) {
+    const PaddedGrid pg(g);
+    const int64_t nb = detail::winograd_images_per_call(in_channels, out_channels, g.H, g.W);
+    const int64_t planes = nb * in_channels * pg.plane;
+    const int64_t per_chunk = planes + detail::winograd_scratch_floats(in_channels, out_channels, g.H, g.W);
+    const int64_t chunks = batch_chunks(g.N);
+    Tensor workspace = Tensor::empty({chunks * per_chunk});
+    float* ws = workspace.f32();
+#pragma omp parallel for schedule(static, 1) if (chunks > 1)
+    for (int64_t c = 0; c < chunks; ++c) {
+        float* xp = ws + c * per_chunk;   // (nb, in_channels, plane)
+        const int64_t n1 = g.N * (c + 1) / chunks;
+        for (int64_t n = g.N * c / chunks; n < n1; n += nb) {
+            const int64_t k = std::min(nb, n1 - n);
+            for (int64_t i = 0; i < k; ++i)
+                pg.pad(g, in + (n + i) * in_channels * g.hw(), in_channels, g.H, g.W, xp + i * in_channels * pg.plane);
+            detail::winograd_conv3x3(u, out_channels, in_channels, xp, pg.plane, g.H, g.W, k, bias,
+                                     out + n * out_channels * g.hw(), xp + planes);
+        }
+    }
+}
+
+void conv2d_forward_winograd(const ConvGeometry& g, const float* x /*(N, C, H, W)*/, const float* w /*(OC, C, 3, 3)*/,
+                             const float* b /*(OC) or null*/, float* y /*(N, OC, H, W)*/) {
+    std::vector<float> u(static_cast<size_t>(16 * g.OC * g.C));   // (16, OC, C)
+    detail::winograd_filters(w, g.OC, g.C, false, u.data());
+    winograd_over_batch(g, u.data(), g.C, g.OC, x, b, y);
+}
+
+void conv2d_input_grad_winograd(const ConvGeometry& g, const float* w /*(OC, C, 3, 3)*/,
+                                const float* gy /*(N, OC, H, W)*/, float* gx /*(N, C, H, W)*/) {
+    std::vector<float> uf(static_cast<size_t>(16 * g.C * g.OC));   // (16, C, OC): the flipped, transposed filters
+    detail::winograd_filters(w, g.C, g.OC, true, uf.data());
+    winograd_over_batch(g, uf.data(), g.OC, g.C, gy, nullptr, gx);
 }
 
 // ---------------------------------------------------------------- depthwise (groups == C) direct kernels

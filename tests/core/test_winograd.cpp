@@ -1,6 +1,7 @@
 // tests/core/test_winograd.cpp -- conv2d's Winograd F(2x2, 3x3) path (core/winograd.h) against a float64 direct
 // convolution: forward, gx (the flipped-filter conv) and gW (padded windows, unchanged), on shapes that take the
-// path: vector tails (tile rows of 10 and 17 tiles), several bands of tile rows, bias, non-square maps.
+// path: vector tails (tile rows of 10 and 17 tiles), several bands of tile rows, small maps with several images
+// per call, bias, non-square maps.
 #include "core/winograd.h"
 #include "support/gradcheck.h"
 
@@ -59,6 +60,13 @@ TEST_CASE("winograd: conv2d's F(2x2, 3x3) path matches a float64 direct conv (fo
         {"12 -> 10, 32x20 (a tile row of 10 tiles: one masked vector)", 1, 12, 10, 32, 20},
         {"10 -> 24, 16x34 (17 tiles a row: a full vector and a tail of 1)", 3, 10, 24, 16, 34},
         {"32 -> 40 at 32x32 (bands of 7, 7 and 2 tile rows)", 1, 32, 40, 32, 32},
+        // maps of at most 16 tiles: several images per call, one vector of tiles each (gathers and scatters)
+        {"16 -> 12 at 8x8, 3 images in one call", 3, 16, 12, 8, 8},
+        {"64 -> 64 at 8x8, 19 images (8 per call: calls of 8 and of the rest)", 19, 64, 64, 8, 8},
+        {"10 -> 16 at 6x6 (9 tiles: masked lanes)", 2, 10, 16, 6, 6},
+        {"24 -> 20 at 4x4", 5, 24, 20, 4, 4},
+        {"12 -> 12 at 2x2 (one tile per image)", 4, 12, 12, 2, 2},
+        {"16 -> 16 at 2x8 (non-square)", 3, 16, 16, 2, 8},
     };
     for (const Case& c : cases) {
         INFO(c.name);
@@ -81,7 +89,9 @@ TEST_CASE("winograd: conv2d's F(2x2, 3x3) path matches a float64 direct conv (fo
 TEST_CASE("winograd: taken only where it was measured faster") {
     CHECK(detail::winograd_applies(3, 3, 1, 1, 1, 1, 1, 1, 1, 16, 16, 32, 32));   // resnet20 stage 1
     CHECK_FALSE(detail::winograd_applies(3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 16, 32, 32));   // the stem: 3 channels
-    CHECK_FALSE(detail::winograd_applies(3, 3, 1, 1, 1, 1, 1, 1, 1, 64, 64, 8, 8));    // 64 positions
+    CHECK(detail::winograd_applies(3, 3, 1, 1, 1, 1, 1, 1, 1, 64, 64, 8, 8));         // resnet20 stage 3
+    CHECK(detail::winograd_applies(3, 3, 1, 1, 1, 1, 1, 1, 1, 512, 512, 2, 2));       // vgg's last convs
+    CHECK_FALSE(detail::winograd_applies(3, 3, 1, 1, 1, 1, 1, 1, 1, 16, 16, 12, 12));  // 36 tiles, 144 positions
     CHECK_FALSE(detail::winograd_applies(3, 3, 2, 2, 1, 1, 1, 1, 1, 16, 32, 32, 32));  // stride 2
     CHECK_FALSE(detail::winograd_applies(3, 3, 1, 1, 1, 1, 1, 1, 1, 16, 16, 15, 16));  // odd height
     CHECK_FALSE(detail::winograd_applies(3, 3, 1, 1, 1, 1, 1, 1, 2, 16, 16, 16, 16));  // groups
