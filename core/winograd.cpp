@@ -72,6 +72,30 @@ void winograd_filters(const float* w, int64_t OC, int64_t C, bool flip, float* u
         }
 }
 
+void winograd_filter_grad_to_weights(const float* du, int64_t OC, int64_t C, float* gw) {
+    // U = G g G^T is linear in g, so dL/dg = G^T dU G: with h = G^T dU (3x4), the rows of G^T are (1, .5, .5, 0),
+    // (0, .5, -.5, 0), (0, .5, .5, 1); the columns likewise.
+    const int64_t stride = OC * C;
+    for (int64_t oc = 0; oc < OC; ++oc)
+        for (int64_t c = 0; c < C; ++c) {
+            float d[4][4];
+            for (int p = 0; p < 4; ++p)
+                for (int q = 0; q < 4; ++q) d[p][q] = du[(p * 4 + q) * stride + oc * C + c];
+            float h[3][4];
+            for (int q = 0; q < 4; ++q) {
+                h[0][q] = d[0][q] + 0.5f * (d[1][q] + d[2][q]);
+                h[1][q] = 0.5f * (d[1][q] - d[2][q]);
+                h[2][q] = 0.5f * (d[1][q] + d[2][q]) + d[3][q];
+            }
+            float* g = gw + (oc * C + c) * 9;
+            for (int a = 0; a < 3; ++a) {
+                g[a * 3] = h[a][0] + 0.5f * (h[a][1] + h[a][2]);
+                g[a * 3 + 1] = 0.5f * (h[a][1] - h[a][2]);
+                g[a * 3 + 2] = 0.5f * (h[a][1] + h[a][2]) + h[a][3];
+            }
+        }
+}
+
 int64_t winograd_images_per_call(int64_t C, int64_t OC, int64_t H, int64_t W) {
     if (!small_map(H, W)) return 1;
     const int64_t tiles = (H / 2) * (W / 2);   // per image
@@ -196,32 +220,91 @@ void output_tiles_scattered(const float* m, int64_t ms, const __m512i scatter[4]
     }
 }
 
+// The weight gradient's transform of gy, the adjoint of the output transform: for a 2x2 tile q of gy,
+// (A q A^T)[xi] with A = (A^T)^T = [[1, 0], [1, 1], [1, -1], [0, -1]]: the column combinations of each of q's two
+// rows (w_r = q_r0, q_r0 + q_r1, q_r0 - q_r1, -q_r1), then the same of the rows. Stores 16 vectors, masked to lanes.
+inline void store_gy_tiles(const __m512 q[2][2], __mmask16 lanes, float* out, int64_t ms) {
+    __m512 w[2][4];
+    for (int r = 0; r < 2; ++r) {
+        w[r][0] = q[r][0];
+        w[r][1] = _mm512_add_ps(q[r][0], q[r][1]);
+        w[r][2] = _mm512_sub_ps(q[r][0], q[r][1]);
+        w[r][3] = _mm512_sub_ps(_mm512_setzero_ps(), q[r][1]);
+    }
+    for (int k = 0; k < 4; ++k) {
+        _mm512_mask_storeu_ps(out + k * ms, lanes, w[0][k]);
+        _mm512_mask_storeu_ps(out + (4 + k) * ms, lanes, _mm512_add_ps(w[0][k], w[1][k]));
+        _mm512_mask_storeu_ps(out + (8 + k) * ms, lanes, _mm512_sub_ps(w[0][k], w[1][k]));
+        _mm512_mask_storeu_ps(out + (12 + k) * ms, lanes, _mm512_sub_ps(_mm512_setzero_ps(), w[1][k]));
+    }
+}
+
+// Larger maps: one tile row of gy (output rows y0, y1), tiles [0, tw), into out[xi * ms + j].
+void gy_tiles(const float* y0, const float* y1, int64_t tw, float* out, int64_t ms) {
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    for (int64_t j0 = 0; j0 < tw; j0 += 16) {
+        const int64_t n = std::min<int64_t>(16, tw - j0), floats = 2 * n;
+        const __mmask16 lo = floats >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << floats) - 1);
+        const __mmask16 hi = floats > 16 ? static_cast<__mmask16>((1u << (floats - 16)) - 1) : 0;
+        __m512 q[2][2];
+        const float* rows[2] = {y0 + 2 * j0, y1 + 2 * j0};
+        for (int r = 0; r < 2; ++r) {
+            const __m512 l = _mm512_maskz_loadu_ps(lo, rows[r]), h = _mm512_maskz_loadu_ps(hi, rows[r] + 16);
+            q[r][0] = _mm512_permutex2var_ps(l, even, h);
+            q[r][1] = _mm512_permutex2var_ps(l, odd, h);
+        }
+        store_gy_tiles(q, static_cast<__mmask16>((1u << n) - 1), out + j0, ms);
+    }
+}
+
+// Small maps: one image's gy plane of one channel, its tiles gathered into one vector each (the output scatter's
+// offsets, read instead of written).
+void gy_tiles_gathered(const float* plane, const __m512i offsets[4], __mmask16 lanes, float* out, int64_t ms) {
+    __m512 q[2][2];
+    for (int r = 0; r < 2; ++r)
+        for (int c = 0; c < 2; ++c)
+            q[r][c] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, offsets[r * 2 + c], plane, 4);
+    store_gy_tiles(q, lanes, out, ms);
+}
+
+// Gather offsets of a small map's tiles: in[a * 4 + b][t] = (2i + a) Wp + 2j + b into a padded plane (the 4x4
+// input tiles), out[r * 2 + s][t] = (2i + r) W + 2j + s into an unpadded plane (the 2x2 output tiles).
+struct TileOffsets {
+    __m512i in[16], out[4];
+    __mmask16 lanes;
+    TileOffsets(int64_t H, int64_t W) {
+        const int64_t Wp = W + 2, tw = W / 2, tiles = (H / 2) * tw;
+        alignas(64) int32_t a_b[16][16] = {}, r_s[4][16] = {};
+        for (int64_t t = 0; t < tiles; ++t) {
+            const int64_t i = t / tw, j = t % tw;
+            for (int a = 0; a < 4; ++a)
+                for (int b = 0; b < 4; ++b) a_b[a * 4 + b][t] = static_cast<int32_t>((2 * i + a) * Wp + 2 * j + b);
+            for (int r = 0; r < 2; ++r)
+                for (int c = 0; c < 2; ++c) r_s[r * 2 + c][t] = static_cast<int32_t>((2 * i + r) * W + 2 * j + c);
+        }
+        for (int k = 0; k < 16; ++k) in[k] = _mm512_load_si512(a_b[k]);
+        for (int k = 0; k < 4; ++k) out[k] = _mm512_load_si512(r_s[k]);
+        lanes = static_cast<__mmask16>((1u << tiles) - 1);
+    }
+};
+
 // nb images of a small map: all their tiles side by side, T = nb * tiles.
 void conv_images(const float* u, int64_t OC, int64_t C, const float* xp, int64_t plane, int64_t H, int64_t W,
                  int64_t nb, const float* bias, float* y, float* scratch) {
-    const int64_t Wp = W + 2, tw = W / 2, tiles = (H / 2) * tw, T = nb * tiles;
-    alignas(64) int32_t gather[16][16] = {}, scatter[4][16] = {};
-    for (int64_t t = 0; t < tiles; ++t) {
-        const int64_t i = t / tw, j = t % tw;
-        for (int a = 0; a < 4; ++a)
-            for (int b = 0; b < 4; ++b) gather[a * 4 + b][t] = static_cast<int32_t>((2 * i + a) * Wp + 2 * j + b);
-        for (int r = 0; r < 2; ++r)
-            for (int c = 0; c < 2; ++c) scatter[r * 2 + c][t] = static_cast<int32_t>((2 * i + r) * W + 2 * j + c);
-    }
-    __m512i g[16], sc[4];
-    for (int k = 0; k < 16; ++k) g[k] = _mm512_load_si512(gather[k]);
-    for (int k = 0; k < 4; ++k) sc[k] = _mm512_load_si512(scatter[k]);
-    const __mmask16 lanes = static_cast<__mmask16>((1u << tiles) - 1);
+    const int64_t tiles = (H / 2) * (W / 2), T = nb * tiles;
+    const TileOffsets at(H, W);
     const int64_t vs = C * T + kSkew, ms = OC * T + kSkew;
     float* V = scratch;             // (16, C, T)
     float* M = scratch + 16 * vs;   // (16, OC, T)
     for (int64_t k = 0; k < nb; ++k)
-        for (int64_t c = 0; c < C; ++c) input_tiles_gathered(xp + (k * C + c) * plane, g, lanes, V + c * T + k * tiles, vs);
+        for (int64_t c = 0; c < C; ++c)
+            input_tiles_gathered(xp + (k * C + c) * plane, at.in, at.lanes, V + c * T + k * tiles, vs);
     for (int xi = 0; xi < 16; ++xi)
         gemm(false, false, OC, T, C, 1.f, u + xi * OC * C, C, V + xi * vs, T, 0.f, M + xi * ms, T);
     for (int64_t k = 0; k < nb; ++k)
         for (int64_t oc = 0; oc < OC; ++oc)
-            output_tiles_scattered(M + oc * T + k * tiles, ms, sc, lanes, bias ? bias[oc] : 0.f,
+            output_tiles_scattered(M + oc * T + k * tiles, ms, at.out, at.lanes, bias ? bias[oc] : 0.f,
                                    y + (k * OC + oc) * H * W);
 }
 
@@ -266,7 +349,58 @@ void winograd_conv3x3(const float* u, int64_t OC, int64_t C, const float* xp, in
         conv_image(u, OC, C, xp + k * C * plane, plane, H, W, bias, y + k * OC * H * W, scratch);
 }
 
+void winograd_filter_grad(int64_t OC, int64_t C, const float* xp, int64_t plane, const float* gy, int64_t H,
+                          int64_t W, int64_t nb, bool accumulate, float* du, float* scratch) {
+    const int64_t Wp = W + 2, th = H / 2, tw = W / 2;
+    // One set of 16 GEMMs per band of tiles: du[xi] (OC, C) += Gy[xi] (OC, T) . V[xi]^T (T, C).
+    auto products = [&](const float* V, int64_t vs, const float* G, int64_t ms, int64_t T) {
+        for (int xi = 0; xi < 16; ++xi)
+            gemm(false, true, OC, C, T, 1.f, G + xi * ms, T, V + xi * vs, T, accumulate ? 1.f : 0.f, du + xi * OC * C, C);
+        accumulate = true;
+    };
+    if (small_map(H, W)) {
+        const int64_t tiles = th * tw, T = nb * tiles, vs = C * T + kSkew, ms = OC * T + kSkew;
+        const TileOffsets at(H, W);
+        float* V = scratch;             // (16, C, T)
+        float* G = scratch + 16 * vs;   // (16, OC, T)
+        for (int64_t k = 0; k < nb; ++k) {
+            for (int64_t c = 0; c < C; ++c)
+                input_tiles_gathered(xp + (k * C + c) * plane, at.in, at.lanes, V + c * T + k * tiles, vs);
+            for (int64_t oc = 0; oc < OC; ++oc)
+                gy_tiles_gathered(gy + (k * OC + oc) * H * W, at.out, at.lanes, G + oc * T + k * tiles, ms);
+        }
+        return products(V, vs, G, ms, T);
+    }
+    const int64_t rows = band_rows(C, OC, th, tw);
+    for (int64_t k = 0; k < nb; ++k) {
+        const float* xk = xp + k * C * plane;
+        const float* gk = gy + k * OC * H * W;
+        for (int64_t i0 = 0; i0 < th; i0 += rows) {
+            const int64_t i1 = std::min(th, i0 + rows), T = (i1 - i0) * tw;
+            const int64_t vs = C * T + kSkew, ms = OC * T + kSkew;
+            float* V = scratch;
+            float* G = scratch + 16 * vs;
+            for (int64_t c = 0; c < C; ++c)
+                for (int64_t i = i0; i < i1; ++i) {
+                    const float* r0 = xk + c * plane + 2 * i * Wp;
+                    const float* const r[4] = {r0, r0 + Wp, r0 + 2 * Wp, r0 + 3 * Wp};
+                    input_tiles(r, tw, V + c * T + (i - i0) * tw, vs);
+                }
+            for (int64_t oc = 0; oc < OC; ++oc)
+                for (int64_t i = i0; i < i1; ++i) {
+                    const float* y0 = gk + (oc * H + 2 * i) * W;
+                    gy_tiles(y0, y0 + W, tw, G + oc * T + (i - i0) * tw, ms);
+                }
+            products(V, vs, G, ms, T);
+        }
+    }
+}
+
 #else
+void winograd_filter_grad(int64_t, int64_t, const float*, int64_t, const float*, int64_t, int64_t, int64_t, bool,
+                          float*, float*) {
+    throw Error("winograd_filter_grad: this build has no AVX-512 (winograd_applies() is false here)");
+}
 void winograd_conv3x3(const float*, int64_t, int64_t, const float*, int64_t, int64_t, int64_t, int64_t, const float*,
                       float*, float*) {
     throw Error("winograd_conv3x3: this build has no AVX-512 (winograd_applies() is false here); hint: call conv2d");

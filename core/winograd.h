@@ -3,9 +3,9 @@
 // reference: Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks" (CVPR 2016), §4.1. docs: docs/ops.md
 // "conv2d: Winograd F(2x2, 3x3)".
 //
-// conv2d (core/ops/conv2d.cpp) runs its 3x3 pad-1 convs on maps with even H and W this way, forward (y from x) and
-// for the input gradient (gx from gy, a 3x3 pad-1 conv with the filters flipped and in/out channels swapped). The
-// weight gradient stays a GEMM over padded windows.
+// conv2d (core/ops/conv2d.cpp) runs its 3x3 pad-1 convs on maps with even H and W this way: forward (y from x), the
+// input gradient (gx from gy, a 3x3 pad-1 conv with the filters flipped and in/out channels swapped) and the weight
+// gradient (the adjoint, below).
 //
 // The 1-D identity (correlation, as conv2d computes it): two outputs of a 3-tap filter g over 4 inputs d,
 //   y0 = d0 g0 + d1 g1 + d2 g2,  y1 = d1 g0 + d2 g1 + d3 g2,
@@ -52,5 +52,15 @@ int64_t winograd_scratch_floats(int64_t C, int64_t OC, int64_t H, int64_t W);
 // GEMMs too).
 void winograd_conv3x3(const float* u, int64_t OC, int64_t C, const float* xp, int64_t plane, int64_t H, int64_t W,
                       int64_t nb, const float* bias, float* y, float* scratch);
+
+// The weight gradient, by the adjoint of the same algebra: with Gy[xi] = (A gy_tile A^T)[xi] for each 2x2 tile of gy
+// (A = (A^T)^T), dL/dU[xi] (OC, C) = sum over tiles Gy[xi] (OC, T) . V[xi]^T (T, C) -- 16 GEMMs again, 2.25x fewer
+// multiplies than the direct gW -- and dL/dg = G^T dU G per filter.
+// du (16, OC, C) (+)= the first part for nb <= winograd_images_per_call images: x as zero-padded planes like
+// winograd_conv3x3's xp, gy (nb, OC, H, W) unpadded. accumulate: add to du instead of overwriting it.
+void winograd_filter_grad(int64_t OC, int64_t C, const float* xp, int64_t plane, const float* gy, int64_t H,
+                          int64_t W, int64_t nb, bool accumulate, float* du, float* scratch);
+// gw (OC, C, 3, 3) = G^T du G per (oc, c).
+void winograd_filter_grad_to_weights(const float* du, int64_t OC, int64_t C, float* gw);
 
 }  // namespace razor::detail

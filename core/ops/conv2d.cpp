@@ -22,8 +22,8 @@
 //   padded    stride-1 "same" convs with one group on larger maps (the CIFAR 3x3 convs at 32x32 and 16x16): no
 //             im2col at all; gemm_rows reads windows of zero-padded image planes (conv2d_forward_padded).
 //   winograd  3x3 pad-1 convs on even maps with >= 10 channels in and out, 16x16 and larger or 8x8 and smaller:
-//             forward and gx by Winograd F(2x2, 3x3) on zero-padded planes (core/winograd.h), 2.25x fewer
-//             multiplies; gW by the path the shape would take otherwise.
+//             forward, gx and gW by Winograd F(2x2, 3x3) on zero-padded planes (core/winograd.h), 2.25x fewer
+//             multiplies each.
 //   depthwise groups == C (Cg = 1, any OC = C * multiplier): a direct kernel; a (1, KK) x (KK, OHW) GEMM per
 //             channel would waste the GEMM machinery.
 //
@@ -433,6 +433,8 @@ bool padded_path(const ConvGeometry& g);
 bool winograd_path(const ConvGeometry& g);
 void conv2d_forward_winograd(const ConvGeometry& g, const float* x, const float* w, const float* b, float* y);
 void conv2d_input_grad_winograd(const ConvGeometry& g, const float* w, const float* gy, float* gx);
+void conv2d_weight_grad_winograd(const ConvGeometry& g, const float* x, const SavedTensor* x_saved, const float* gy,
+                                 float* gw);
 
 void conv2d_forward(const ConvGeometry& g, const float* x /*(N, C, H, W)*/, const float* w /*(OC, Cg, KH, KW)*/,
                     const float* b /*(OC) or null*/, float* y /*(N, OC, OH, OW)*/) {
@@ -491,9 +493,10 @@ void conv2d_backward_padded(const ConvGeometry& g, const float* x, const SavedTe
 void conv2d_backward(const ConvGeometry& g, const float* x /*(N, C, H, W) or null*/, const SavedTensor* x_saved,
                      const float* w /*(OC, Cg, KH, KW) or null*/, const float* gy /*(N, OC, OH, OW)*/,
                      float* gx /*(N, C, H, W) or null*/, float* gw /*(OC, Cg, KH, KW) or null*/) {
-    if (gx && winograd_path(g)) {
-        if (gw) conv2d_backward(g, x, x_saved, nullptr, gy, nullptr, gw);
-        return conv2d_input_grad_winograd(g, w, gy, gx);
+    if (winograd_path(g)) {
+        if (gw) conv2d_weight_grad_winograd(g, x, x_saved, gy, gw);
+        if (gx) conv2d_input_grad_winograd(g, w, gy, gx);
+        return;
     }
     if (padded_path(g)) return conv2d_backward_padded(g, x, x_saved, w, gy, gx, gw);
     const int64_t ohw = g.ohw(), cgkk = g.Cg * g.kk(), w_size = g.OC * cgkk, image = g.C * g.hw();
@@ -699,7 +702,7 @@ void conv2d_backward_padded(const ConvGeometry& g, const float* x /*(N, C, H, W)
 // The 3x3 pad-1 convs of the CIFAR models at 32x32, 16x16 (one image per call, in bands of tile rows) and 8x8 and
 // below (the tiles of several images per call). Forward: y = conv3x3(x) on x's zero-padded planes. Input gradient:
 // gx = conv3x3(gy) with the filters flipped and transposed (wf[c, oc] = W[oc, c, ::-1, ::-1], the padded path's
-// identity above), on gy's zero-padded planes. The weight gradient takes the path it would take otherwise.
+// identity above), on gy's zero-padded planes. Weight gradient: the adjoint (conv2d_weight_grad_winograd).
 bool winograd_path(const ConvGeometry& g) {
     return detail::winograd_applies(g.KH, g.KW, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups, g.C, g.OC, g.H, g.W);
 }
@@ -740,6 +743,44 @@ void conv2d_input_grad_winograd(const ConvGeometry& g, const float* w /*(OC, C, 
     std::vector<float> uf(static_cast<size_t>(16 * g.C * g.OC));   // (16, C, OC): the flipped, transposed filters
     detail::winograd_filters(w, g.C, g.OC, true, uf.data());
     winograd_over_batch(g, uf.data(), g.OC, g.C, gy, nullptr, gx);
+}
+
+// gW (OC, C, 3, 3) = sum over the batch, by the adjoint of the forward's algebra: per chunk a dU (16, OC, C) partial
+// from x's padded planes and gy, summed over the chunks, then G^T dU G. exact for a dense x, approximate if x was
+// razored (expanded one image at a time, as on the other paths).
+void conv2d_weight_grad_winograd(const ConvGeometry& g, const float* x /*(N, C, H, W) or null*/,
+                                 const SavedTensor* x_saved, const float* gy /*(N, OC, H, W)*/,
+                                 float* gw /*(OC, C, 3, 3)*/) {
+    const PaddedGrid pg(g);
+    const int64_t nb = detail::winograd_images_per_call(g.C, g.OC, g.H, g.W), image = g.C * g.hw();
+    const int64_t planes = nb * g.C * pg.plane, scratch = detail::winograd_scratch_floats(g.C, g.OC, g.H, g.W);
+    const int64_t du_size = 16 * g.OC * g.C;
+    const int64_t per_chunk = du_size + planes + scratch + (x ? 0 : image);
+    const int64_t chunks = batch_chunks(g.N);
+    Tensor workspace = Tensor::empty({chunks * per_chunk});
+    float* ws = workspace.f32();
+#pragma omp parallel for schedule(static, 1) if (chunks > 1)
+    for (int64_t c = 0; c < chunks; ++c) {
+        float* du = ws + c * per_chunk;   // (16, OC, C) partial
+        float* xp = du + du_size;         // (nb, C, plane)
+        float* x_img = xp + planes + scratch;
+        const int64_t n1 = g.N * (c + 1) / chunks;
+        bool first = true;
+        for (int64_t n = g.N * c / chunks; n < n1; n += nb) {
+            const int64_t k = std::min(nb, n1 - n);
+            for (int64_t i = 0; i < k; ++i) {
+                const float* xn = x ? x + (n + i) * image : (x_saved->unpack_rows(n + i, 1, x_img), x_img);
+                pg.pad(g, xn, g.C, g.H, g.W, xp + i * g.C * pg.plane);
+            }
+            detail::winograd_filter_grad(g.OC, g.C, xp, pg.plane, gy + n * g.OC * g.hw(), g.H, g.W, k, !first, du,
+                                         xp + planes);
+            first = false;
+        }
+        if (first) std::fill(du, du + du_size, 0.f);   // an empty chunk
+    }
+    for (int64_t c = 1; c < chunks; ++c)
+        for (int64_t i = 0; i < du_size; ++i) ws[i] += ws[c * per_chunk + i];
+    detail::winograd_filter_grad_to_weights(ws, g.OC, g.C, gw);
 }
 
 // ---------------------------------------------------------------- depthwise (groups == C) direct kernels
