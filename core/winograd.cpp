@@ -112,24 +112,33 @@ int64_t winograd_scratch_floats(int64_t C, int64_t OC, int64_t H, int64_t W) {
 #if defined(__AVX512F__)
 namespace {
 
-// One tile row's input transform, tiles [0, tw): v[xi * vs + j] = (B^T d B)[xi] of tile j, whose 4x4 input is
-// r_a[2j .. 2j+3] for the 4 padded rows r_a.
+// One tile row's input transform, tiles [0, tw): v[xi * vs + j] = (B^T d B)[xi] of tile j, whose 4x4 input d is
+// columns 2j - 1 .. 2j + 2 of the 4 image rows r_a (a = 0..3: rows 2i - 1 .. 2i + 2; null above or below the image),
+// zero outside the image: the padding is never stored.
 void input_tiles(const float* const r[4], int64_t tw, float* v, int64_t vs) {
-    // 16 tiles at a time: a row's d0..d3 of tiles j0..j0+15 are the even and odd floats of r[2 j0 ..] (d0, d1) and of
-    // r[2 j0 + 2 ..] (d2, d3), deinterleaved by one two-source permute each.
+    // 16 tiles at a time: a row's d0..d3 of tiles j0..j0+15 are the even and odd floats of the padded row from column
+    // 2 j0 (d0, d1) and from 2 j0 + 2 (d2, d3), deinterleaved by one two-source permute each. Padded column k is
+    // image column k - 1: the loads start one float early, with padded column 0 (j0 = 0) and W + 1 (the last
+    // block) masked off, so they read nothing outside the row.
     const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
     for (int64_t j0 = 0; j0 < tw; j0 += 16) {
-        const int64_t n = std::min<int64_t>(16, tw - j0), floats = 2 * n;   // floats read from each start
-        const __mmask16 lo = floats >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << floats) - 1);
-        const __mmask16 hi = floats > 16 ? static_cast<__mmask16>((1u << (floats - 16)) - 1) : 0;
+        const int64_t n = std::min<int64_t>(16, tw - j0);
+        const auto all = static_cast<uint32_t>((uint64_t{1} << (2 * n)) - 1);   // 2n floats per pair of loads
+        const uint32_t m0 = all & ~(j0 == 0 ? 1u : 0u);                           // not padded column 0
+        const uint32_t m2 = all & ~(j0 + n == tw ? 1u << (2 * n - 1) : 0u);       // not padded column W + 1
         __m512 t[4][4];
         for (int a = 0; a < 4; ++a) {
-            const float* x = r[a] + 2 * j0;
-            const __m512 l0 = _mm512_maskz_loadu_ps(lo, x), h0 = _mm512_maskz_loadu_ps(hi, x + 16);
-            const __m512 l2 = _mm512_maskz_loadu_ps(lo, x + 2), h2 = _mm512_maskz_loadu_ps(hi, x + 18);
-            const __m512 d0 = _mm512_permutex2var_ps(l0, even, h0), d1 = _mm512_permutex2var_ps(l0, odd, h0);
-            const __m512 d2 = _mm512_permutex2var_ps(l2, even, h2), d3 = _mm512_permutex2var_ps(l2, odd, h2);
+            __m512 d0 = _mm512_setzero_ps(), d1 = d0, d2 = d0, d3 = d0;
+            if (r[a]) {
+                const float* x = r[a] - 1 + 2 * j0;   // padded column 2 j0
+                const __m512 l0 = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m0), x);
+                const __m512 h0 = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m0 >> 16), x + 16);
+                const __m512 l2 = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m2), x + 2);
+                const __m512 h2 = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m2 >> 16), x + 18);
+                d0 = _mm512_permutex2var_ps(l0, even, h0), d1 = _mm512_permutex2var_ps(l0, odd, h0);
+                d2 = _mm512_permutex2var_ps(l2, even, h2), d3 = _mm512_permutex2var_ps(l2, odd, h2);
+            }
             t[a][0] = _mm512_sub_ps(d0, d2);
             t[a][1] = _mm512_add_ps(d1, d2);
             t[a][2] = _mm512_sub_ps(d2, d1);
@@ -142,6 +151,14 @@ void input_tiles(const float* const r[4], int64_t tw, float* v, int64_t vs) {
             _mm512_mask_storeu_ps(v + (8 + q) * vs + j0, out, _mm512_sub_ps(t[2][q], t[1][q]));
             _mm512_mask_storeu_ps(v + (12 + q) * vs + j0, out, _mm512_sub_ps(t[1][q], t[3][q]));
         }
+    }
+}
+
+// The 4 image rows of tile row i of a channel plane x (H, W): rows 2i - 1 .. 2i + 2, null outside the image.
+inline void tile_rows_of(const float* x, int64_t H, int64_t W, int64_t i, const float* r[4]) {
+    for (int a = 0; a < 4; ++a) {
+        const int64_t row = 2 * i - 1 + a;
+        r[a] = row >= 0 && row < H ? x + row * W : nullptr;
     }
 }
 
@@ -180,13 +197,15 @@ void output_tiles(const float* m, int64_t ms, int64_t tw, float b, float* y0, fl
 }
 
 // Small maps: the tiles of one image in one vector (lane t = i tw + j, `lanes` of them). gather[a * 4 + b] holds the
-// plane offsets (2i + a) Wp + 2j + b of input d[a][b]; v is the image's first column of V.
-void input_tiles_gathered(const float* plane, const __m512i gather[16], __mmask16 lanes, float* v, int64_t vs) {
+// plane offsets (2i - 1 + a) W + 2j - 1 + b of input d[a][b], inside[a * 4 + b] the lanes where that lies inside the
+// image (the others are the zero padding, never read); v is the image's first column of V.
+void input_tiles_gathered(const float* plane, const __m512i gather[16], const __mmask16 inside[16], __mmask16 lanes,
+                          float* v, int64_t vs) {
     __m512 t[4][4];
     for (int a = 0; a < 4; ++a) {
         __m512 d[4];
         for (int b = 0; b < 4; ++b)
-            d[b] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, gather[a * 4 + b], plane, 4);
+            d[b] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), inside[a * 4 + b], gather[a * 4 + b], plane, 4);
         t[a][0] = _mm512_sub_ps(d[0], d[2]);
         t[a][1] = _mm512_add_ps(d[1], d[2]);
         t[a][2] = _mm512_sub_ps(d[2], d[1]);
@@ -268,18 +287,22 @@ void gy_tiles_gathered(const float* plane, const __m512i offsets[4], __mmask16 l
     store_gy_tiles(q, lanes, out, ms);
 }
 
-// Gather offsets of a small map's tiles: in[a * 4 + b][t] = (2i + a) Wp + 2j + b into a padded plane (the 4x4
-// input tiles), out[r * 2 + s][t] = (2i + r) W + 2j + s into an unpadded plane (the 2x2 output tiles).
+// Gather offsets of a small map's tiles: in[a * 4 + b][t] = (2i - 1 + a) W + 2j - 1 + b (the 4x4 input tiles, with
+// inside[a * 4 + b] the lanes inside the image), out[r * 2 + s][t] = (2i + r) W + 2j + s (the 2x2 output tiles).
 struct TileOffsets {
     __m512i in[16], out[4];
-    __mmask16 lanes;
+    __mmask16 inside[16] = {}, lanes;
     TileOffsets(int64_t H, int64_t W) {
-        const int64_t Wp = W + 2, tw = W / 2, tiles = (H / 2) * tw;
+        const int64_t tw = W / 2, tiles = (H / 2) * tw;
         alignas(64) int32_t a_b[16][16] = {}, r_s[4][16] = {};
         for (int64_t t = 0; t < tiles; ++t) {
             const int64_t i = t / tw, j = t % tw;
             for (int a = 0; a < 4; ++a)
-                for (int b = 0; b < 4; ++b) a_b[a * 4 + b][t] = static_cast<int32_t>((2 * i + a) * Wp + 2 * j + b);
+                for (int b = 0; b < 4; ++b) {
+                    const int64_t row = 2 * i - 1 + a, col = 2 * j - 1 + b;
+                    a_b[a * 4 + b][t] = static_cast<int32_t>(row * W + col);
+                    if (row >= 0 && row < H && col >= 0 && col < W) inside[a * 4 + b] |= static_cast<__mmask16>(1u << t);
+                }
             for (int r = 0; r < 2; ++r)
                 for (int c = 0; c < 2; ++c) r_s[r * 2 + c][t] = static_cast<int32_t>((2 * i + r) * W + 2 * j + c);
         }
@@ -290,8 +313,8 @@ struct TileOffsets {
 };
 
 // nb images of a small map: all their tiles side by side, T = nb * tiles.
-void conv_images(const float* u, int64_t OC, int64_t C, const float* xp, int64_t plane, int64_t H, int64_t W,
-                 int64_t nb, const float* bias, float* y, float* scratch) {
+void conv_images(const float* u, int64_t OC, int64_t C, const float* x, int64_t H, int64_t W, int64_t nb,
+                 const float* bias, float* y, float* scratch) {
     const int64_t tiles = (H / 2) * (W / 2), T = nb * tiles;
     const TileOffsets at(H, W);
     const int64_t vs = C * T + kSkew, ms = OC * T + kSkew;
@@ -299,7 +322,7 @@ void conv_images(const float* u, int64_t OC, int64_t C, const float* xp, int64_t
     float* M = scratch + 16 * vs;   // (16, OC, T)
     for (int64_t k = 0; k < nb; ++k)
         for (int64_t c = 0; c < C; ++c)
-            input_tiles_gathered(xp + (k * C + c) * plane, at.in, at.lanes, V + c * T + k * tiles, vs);
+            input_tiles_gathered(x + (k * C + c) * H * W, at.in, at.inside, at.lanes, V + c * T + k * tiles, vs);
     for (int xi = 0; xi < 16; ++xi)
         gemm(false, false, OC, T, C, 1.f, u + xi * OC * C, C, V + xi * vs, T, 0.f, M + xi * ms, T);
     for (int64_t k = 0; k < nb; ++k)
@@ -309,9 +332,9 @@ void conv_images(const float* u, int64_t OC, int64_t C, const float* xp, int64_t
 }
 
 // One image of a larger map, in bands of tile rows.
-void conv_image(const float* u, int64_t OC, int64_t C, const float* xp, int64_t plane, int64_t H, int64_t W,
-                const float* bias, float* y, float* scratch) {
-    const int64_t Wp = W + 2, th = H / 2, tw = W / 2;
+void conv_image(const float* u, int64_t OC, int64_t C, const float* x, int64_t H, int64_t W, const float* bias,
+                float* y, float* scratch) {
+    const int64_t th = H / 2, tw = W / 2;
     const int64_t rows = band_rows(C, OC, th, tw);
     for (int64_t i0 = 0; i0 < th; i0 += rows) {
         const int64_t i1 = std::min(th, i0 + rows), T = (i1 - i0) * tw;   // tiles in this band
@@ -320,12 +343,12 @@ void conv_image(const float* u, int64_t OC, int64_t C, const float* xp, int64_t 
         const int64_t vs = C * T + kSkew, ms = OC * T + kSkew;
         float* V = scratch;        // (16, C, T)
         float* M = scratch + 16 * vs;   // (16, OC, T)
-        // V[xi][c][t] = (B^T d B)[xi] for the 4x4 input tile d of tile t = (i, j): padded rows 2i..2i+3, columns
-        // 2j..2j+3.
+        // V[xi][c][t] = (B^T d B)[xi] for the 4x4 input tile d of tile t = (i, j): rows 2i-1..2i+2, columns
+        // 2j-1..2j+2 of channel c, zero outside the image.
         for (int64_t c = 0; c < C; ++c)
             for (int64_t i = i0; i < i1; ++i) {
-                const float* r0 = xp + c * plane + 2 * i * Wp;
-                const float* const r[4] = {r0, r0 + Wp, r0 + 2 * Wp, r0 + 3 * Wp};
+                const float* r[4];
+                tile_rows_of(x + c * H * W, H, W, i, r);
                 input_tiles(r, tw, V + c * T + (i - i0) * tw, vs);
             }
         // M[xi] (OC, T) = U[xi] (OC, C) . V[xi] (C, T)
@@ -342,16 +365,15 @@ void conv_image(const float* u, int64_t OC, int64_t C, const float* xp, int64_t 
 
 }  // namespace
 
-void winograd_conv3x3(const float* u, int64_t OC, int64_t C, const float* xp, int64_t plane, int64_t H, int64_t W,
-                      int64_t nb, const float* bias, float* y, float* scratch) {
-    if (small_map(H, W)) return conv_images(u, OC, C, xp, plane, H, W, nb, bias, y, scratch);
-    for (int64_t k = 0; k < nb; ++k)
-        conv_image(u, OC, C, xp + k * C * plane, plane, H, W, bias, y + k * OC * H * W, scratch);
+void winograd_conv3x3(const float* u, int64_t OC, int64_t C, const float* x, int64_t H, int64_t W, int64_t nb,
+                      const float* bias, float* y, float* scratch) {
+    if (small_map(H, W)) return conv_images(u, OC, C, x, H, W, nb, bias, y, scratch);
+    for (int64_t k = 0; k < nb; ++k) conv_image(u, OC, C, x + k * C * H * W, H, W, bias, y + k * OC * H * W, scratch);
 }
 
-void winograd_filter_grad(int64_t OC, int64_t C, const float* xp, int64_t plane, const float* gy, int64_t H,
-                          int64_t W, int64_t nb, bool accumulate, float* du, float* scratch) {
-    const int64_t Wp = W + 2, th = H / 2, tw = W / 2;
+void winograd_filter_grad(int64_t OC, int64_t C, const float* x, const float* gy, int64_t H, int64_t W, int64_t nb,
+                          bool accumulate, float* du, float* scratch) {
+    const int64_t th = H / 2, tw = W / 2;
     // One set of 16 GEMMs per band of tiles: du[xi] (OC, C) += Gy[xi] (OC, T) . V[xi]^T (T, C).
     auto products = [&](const float* V, int64_t vs, const float* G, int64_t ms, int64_t T) {
         for (int xi = 0; xi < 16; ++xi)
@@ -365,7 +387,7 @@ void winograd_filter_grad(int64_t OC, int64_t C, const float* xp, int64_t plane,
         float* G = scratch + 16 * vs;   // (16, OC, T)
         for (int64_t k = 0; k < nb; ++k) {
             for (int64_t c = 0; c < C; ++c)
-                input_tiles_gathered(xp + (k * C + c) * plane, at.in, at.lanes, V + c * T + k * tiles, vs);
+                input_tiles_gathered(x + (k * C + c) * H * W, at.in, at.inside, at.lanes, V + c * T + k * tiles, vs);
             for (int64_t oc = 0; oc < OC; ++oc)
                 gy_tiles_gathered(gy + (k * OC + oc) * H * W, at.out, at.lanes, G + oc * T + k * tiles, ms);
         }
@@ -373,7 +395,7 @@ void winograd_filter_grad(int64_t OC, int64_t C, const float* xp, int64_t plane,
     }
     const int64_t rows = band_rows(C, OC, th, tw);
     for (int64_t k = 0; k < nb; ++k) {
-        const float* xk = xp + k * C * plane;
+        const float* xk = x + k * C * H * W;
         const float* gk = gy + k * OC * H * W;
         for (int64_t i0 = 0; i0 < th; i0 += rows) {
             const int64_t i1 = std::min(th, i0 + rows), T = (i1 - i0) * tw;
@@ -382,8 +404,8 @@ void winograd_filter_grad(int64_t OC, int64_t C, const float* xp, int64_t plane,
             float* G = scratch + 16 * vs;
             for (int64_t c = 0; c < C; ++c)
                 for (int64_t i = i0; i < i1; ++i) {
-                    const float* r0 = xk + c * plane + 2 * i * Wp;
-                    const float* const r[4] = {r0, r0 + Wp, r0 + 2 * Wp, r0 + 3 * Wp};
+                    const float* r[4];
+                    tile_rows_of(xk + c * H * W, H, W, i, r);
                     input_tiles(r, tw, V + c * T + (i - i0) * tw, vs);
                 }
             for (int64_t oc = 0; oc < OC; ++oc)
@@ -397,12 +419,12 @@ void winograd_filter_grad(int64_t OC, int64_t C, const float* xp, int64_t plane,
 }
 
 #else
-void winograd_filter_grad(int64_t, int64_t, const float*, int64_t, const float*, int64_t, int64_t, int64_t, bool,
-                          float*, float*) {
+void winograd_filter_grad(int64_t, int64_t, const float*, const float*, int64_t, int64_t, int64_t, bool, float*,
+                          float*) {
     throw Error("winograd_filter_grad: this build has no AVX-512 (winograd_applies() is false here)");
 }
-void winograd_conv3x3(const float*, int64_t, int64_t, const float*, int64_t, int64_t, int64_t, int64_t, const float*,
-                      float*, float*) {
+void winograd_conv3x3(const float*, int64_t, int64_t, const float*, int64_t, int64_t, int64_t, const float*, float*,
+                      float*) {
     throw Error("winograd_conv3x3: this build has no AVX-512 (winograd_applies() is false here); hint: call conv2d");
 }
 #endif

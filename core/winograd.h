@@ -46,20 +46,19 @@ int64_t winograd_images_per_call(int64_t C, int64_t OC, int64_t H, int64_t W);
 // Floats of scratch that winograd_conv3x3 needs for winograd_images_per_call(C, OC, H, W) images.
 int64_t winograd_scratch_floats(int64_t C, int64_t OC, int64_t H, int64_t W);
 
-// y (nb, OC, H, W) = conv3x3(x, pad 1) + bias for nb <= winograd_images_per_call images given as zero-padded planes:
-// image k's channel c starts at xp + (k C + c) plane, row stride Wp = W + 2, and holds x[k, c, h, w] at
-// (h + 1) Wp + w + 1 with zeros around. u from winograd_filters; bias (OC) or null. Runs on the calling thread (its
-// GEMMs too).
-void winograd_conv3x3(const float* u, int64_t OC, int64_t C, const float* xp, int64_t plane, int64_t H, int64_t W,
-                      int64_t nb, const float* bias, float* y, float* scratch);
+// y (nb, OC, H, W) = conv3x3(x, pad 1) + bias for nb <= winograd_images_per_call images x (nb, C, H, W). The zero
+// padding is implicit (masked loads): nothing is copied. u from winograd_filters; bias (OC) or null. Runs on the
+// calling thread (its GEMMs too).
+void winograd_conv3x3(const float* u, int64_t OC, int64_t C, const float* x, int64_t H, int64_t W, int64_t nb,
+                      const float* bias, float* y, float* scratch);
 
 // The weight gradient, by the adjoint of the same algebra: with Gy[xi] = (A gy_tile A^T)[xi] for each 2x2 tile of gy
 // (A = (A^T)^T), dL/dU[xi] (OC, C) = sum over tiles Gy[xi] (OC, T) . V[xi]^T (T, C) -- 16 GEMMs again, 2.25x fewer
 // multiplies than the direct gW -- and dL/dg = G^T dU G per filter.
-// du (16, OC, C) (+)= the first part for nb <= winograd_images_per_call images: x as zero-padded planes like
-// winograd_conv3x3's xp, gy (nb, OC, H, W) unpadded. accumulate: add to du instead of overwriting it.
-void winograd_filter_grad(int64_t OC, int64_t C, const float* xp, int64_t plane, const float* gy, int64_t H,
-                          int64_t W, int64_t nb, bool accumulate, float* du, float* scratch);
+// du (16, OC, C) (+)= the first part for nb <= winograd_images_per_call images x (nb, C, H, W), gy (nb, OC, H, W).
+// accumulate: add to du instead of overwriting it.
+void winograd_filter_grad(int64_t OC, int64_t C, const float* x, const float* gy, int64_t H, int64_t W, int64_t nb,
+                          bool accumulate, float* du, float* scratch);
 // gw (OC, C, 3, 3) = G^T du G per (oc, c).
 void winograd_filter_grad_to_weights(const float* du, int64_t OC, int64_t C, float* gw);
 

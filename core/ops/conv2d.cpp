@@ -22,8 +22,8 @@
 //   padded    stride-1 "same" convs with one group on larger maps (the CIFAR 3x3 convs at 32x32 and 16x16): no
 //             im2col at all; gemm_rows reads windows of zero-padded image planes (conv2d_forward_padded).
 //   winograd  3x3 pad-1 convs on even maps with >= 10 channels in and out, 16x16 and larger or 8x8 and smaller:
-//             forward, gx and gW by Winograd F(2x2, 3x3) on zero-padded planes (core/winograd.h), 2.25x fewer
-//             multiplies each.
+//             forward, gx and gW by Winograd F(2x2, 3x3) (core/winograd.h), 2.25x fewer multiplies each; the
+//             transforms read the unpadded planes with masked loads.
 //   depthwise groups == C (Cg = 1, any OC = C * multiplier): a direct kernel; a (1, KK) x (KK, OHW) GEMM per
 //             channel would waste the GEMM machinery.
 //
@@ -700,9 +700,9 @@ void conv2d_backward_padded(const ConvGeometry& g, const float* x /*(N, C, H, W)
 
 // ---------------------------------------------------------------- Winograd F(2x2, 3x3) (core/winograd.h)
 // The 3x3 pad-1 convs of the CIFAR models at 32x32, 16x16 (one image per call, in bands of tile rows) and 8x8 and
-// below (the tiles of several images per call). Forward: y = conv3x3(x) on x's zero-padded planes. Input gradient:
-// gx = conv3x3(gy) with the filters flipped and transposed (wf[c, oc] = W[oc, c, ::-1, ::-1], the padded path's
-// identity above), on gy's zero-padded planes. Weight gradient: the adjoint (conv2d_weight_grad_winograd).
+// below (the tiles of several images per call). Forward: y = conv3x3(x). Input gradient: gx = conv3x3(gy) with the
+// filters flipped and transposed (wf[c, oc] = W[oc, c, ::-1, ::-1], the padded path's identity above). Weight
+// gradient: the adjoint (conv2d_weight_grad_winograd).
 bool winograd_path(const ConvGeometry& g) {
     return detail::winograd_applies(g.KH, g.KW, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups, g.C, g.OC, g.H, g.W);
 }
@@ -710,24 +710,17 @@ bool winograd_path(const ConvGeometry& g) {
 // out (N, out_channels, H, W) = conv3x3(in (N, in_channels, H, W)) with transformed filters u, plus bias.
 void winograd_over_batch(const ConvGeometry& g, const float* u, int64_t in_channels, int64_t out_channels,
                          const float* in, const float* bias, float* out) {
-    const PaddedGrid pg(g);
     const int64_t nb = detail::winograd_images_per_call(in_channels, out_channels, g.H, g.W);
-    const int64_t planes = nb * in_channels * pg.plane;
-    const int64_t per_chunk = planes + detail::winograd_scratch_floats(in_channels, out_channels, g.H, g.W);
+    const int64_t per_chunk = detail::winograd_scratch_floats(in_channels, out_channels, g.H, g.W);
     const int64_t chunks = batch_chunks(g.N);
     Tensor workspace = Tensor::empty({chunks * per_chunk});
     float* ws = workspace.f32();
 #pragma omp parallel for schedule(static, 1) if (chunks > 1)
     for (int64_t c = 0; c < chunks; ++c) {
-        float* xp = ws + c * per_chunk;   // (nb, in_channels, plane)
         const int64_t n1 = g.N * (c + 1) / chunks;
-        for (int64_t n = g.N * c / chunks; n < n1; n += nb) {
-            const int64_t k = std::min(nb, n1 - n);
-            for (int64_t i = 0; i < k; ++i)
-                pg.pad(g, in + (n + i) * in_channels * g.hw(), in_channels, g.H, g.W, xp + i * in_channels * pg.plane);
-            detail::winograd_conv3x3(u, out_channels, in_channels, xp, pg.plane, g.H, g.W, k, bias,
-                                     out + n * out_channels * g.hw(), xp + planes);
-        }
+        for (int64_t n = g.N * c / chunks; n < n1; n += nb)
+            detail::winograd_conv3x3(u, out_channels, in_channels, in + n * in_channels * g.hw(), g.H, g.W,
+                                     std::min(nb, n1 - n), bias, out + n * out_channels * g.hw(), ws + c * per_chunk);
     }
 }
 
@@ -746,34 +739,28 @@ void conv2d_input_grad_winograd(const ConvGeometry& g, const float* w /*(OC, C, 
 }
 
 // gW (OC, C, 3, 3) = sum over the batch, by the adjoint of the forward's algebra: per chunk a dU (16, OC, C) partial
-// from x's padded planes and gy, summed over the chunks, then G^T dU G. exact for a dense x, approximate if x was
-// razored (expanded one image at a time, as on the other paths).
+// from x and gy, summed over the chunks, then G^T dU G. Exact for a dense x, approximate if x was razored (expanded
+// a few images at a time into the chunk's scratch, as on the other paths).
 void conv2d_weight_grad_winograd(const ConvGeometry& g, const float* x /*(N, C, H, W) or null*/,
                                  const SavedTensor* x_saved, const float* gy /*(N, OC, H, W)*/,
                                  float* gw /*(OC, C, 3, 3)*/) {
-    const PaddedGrid pg(g);
     const int64_t nb = detail::winograd_images_per_call(g.C, g.OC, g.H, g.W), image = g.C * g.hw();
-    const int64_t planes = nb * g.C * pg.plane, scratch = detail::winograd_scratch_floats(g.C, g.OC, g.H, g.W);
-    const int64_t du_size = 16 * g.OC * g.C;
-    const int64_t per_chunk = du_size + planes + scratch + (x ? 0 : image);
+    const int64_t scratch = detail::winograd_scratch_floats(g.C, g.OC, g.H, g.W), du_size = 16 * g.OC * g.C;
+    const int64_t per_chunk = du_size + scratch + (x ? 0 : nb * image);
     const int64_t chunks = batch_chunks(g.N);
     Tensor workspace = Tensor::empty({chunks * per_chunk});
     float* ws = workspace.f32();
 #pragma omp parallel for schedule(static, 1) if (chunks > 1)
     for (int64_t c = 0; c < chunks; ++c) {
-        float* du = ws + c * per_chunk;   // (16, OC, C) partial
-        float* xp = du + du_size;         // (nb, C, plane)
-        float* x_img = xp + planes + scratch;
+        float* du = ws + c * per_chunk;           // (16, OC, C) partial
+        float* x_imgs = du + du_size + scratch;   // (nb, C, H, W) when x is expanded
         const int64_t n1 = g.N * (c + 1) / chunks;
         bool first = true;
         for (int64_t n = g.N * c / chunks; n < n1; n += nb) {
             const int64_t k = std::min(nb, n1 - n);
-            for (int64_t i = 0; i < k; ++i) {
-                const float* xn = x ? x + (n + i) * image : (x_saved->unpack_rows(n + i, 1, x_img), x_img);
-                pg.pad(g, xn, g.C, g.H, g.W, xp + i * g.C * pg.plane);
-            }
-            detail::winograd_filter_grad(g.OC, g.C, xp, pg.plane, gy + n * g.OC * g.hw(), g.H, g.W, k, !first, du,
-                                         xp + planes);
+            const float* xn = x ? x + n * image : (x_saved->unpack_rows(n, k, x_imgs), x_imgs);
+            detail::winograd_filter_grad(g.OC, g.C, xn, gy + n * g.OC * g.hw(), g.H, g.W, k, !first, du,
+                                         du + du_size);
             first = false;
         }
         if (first) std::fill(du, du + du_size, 0.f);   // an empty chunk
