@@ -48,7 +48,7 @@ int run_bench(const std::vector<std::string>& argv) {
         .flag("razor-values", "fp32", kRazorValuesHelp)
         .flag("razor-gelu", "d4", kRazorGeluHelp)
         .flag("razor-bn", "dense", kRazorBnHelp)
-        .flag("razor-attn", "razored", kRazorAttnHelp)
+        .flag("razor-attn", "int8", kRazorAttnHelp)
         .boolean("json", "print one JSON line (for scripts) instead of the table");
     args.parse(argv);
     if (args.help_requested()) {

@@ -117,8 +117,8 @@ const char* const kRazorBnHelp =
     "--freeze-bn saves nothing for BN";
 
 const char* const kRazorAttnHelp =
-    "Back Razor: matmul operands and softmax outputs (attention Q, K, V, P) razored (the reference) | int8 (dense "
-    "int8; the fine-tune trains like dense) | fp32 (dense)";
+    "Back Razor: matmul operands and softmax outputs (attention Q, K, V, P) kept as int8 (dense int8; a ViT fine-tune "
+    "trains like dense) | razored (the reference; smaller tape, lower accuracy) | fp32 (dense)";
 
 RazorFlags razor_flags(const Args& args) {
     return {args.real("razor"), args.str("razor-values"), args.str("razor-gelu"), args.str("razor-bn"),

@@ -71,7 +71,7 @@ int run_info(const std::vector<std::string>& argv) {
         .flag("razor-values", "fp32", kRazorValuesHelp)
         .flag("razor-gelu", "d4", kRazorGeluHelp)
         .flag("razor-bn", "dense", kRazorBnHelp)
-        .flag("razor-attn", "razored", kRazorAttnHelp)
+        .flag("razor-attn", "int8", kRazorAttnHelp)
         .boolean("tape", "print the tape breakdown (per module and op: stored vs dense-equivalent) for the dense tape")
         .flag("out", "runs/info", "folder for the tape breakdown's CSV and SVG (with --razor or --tape)")
         .boolean("list", "print the model names and exit");
@@ -115,7 +115,7 @@ int run_info(const std::vector<std::string>& argv) {
     if (razor > 0) {
         const std::string gelu = args.str("razor-gelu"), attn = args.str("razor-attn");
         std::snprintf(tag, sizeof tag, "r%.2f-%s%s%s", razor, args.str("razor-values").c_str(),
-                      gelu == "d4" ? "" : ("-gelu-" + gelu).c_str(), attn == "razored" ? "" : ("-attn-" + attn).c_str());
+                      gelu == "d4" ? "" : ("-gelu-" + gelu).c_str(), attn == "int8" ? "" : ("-attn-" + attn).c_str());
     } else {
         std::snprintf(tag, sizeof tag, "dense");
     }

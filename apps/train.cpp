@@ -98,7 +98,7 @@ const std::vector<FlagSpec>& flag_specs(bool finetune) {
         {"razor-values", "fp32", kRazorValuesHelp},
         {"razor-gelu", "d4", kRazorGeluHelp},
         {"razor-bn", "dense", kRazorBnHelp},
-        {"razor-attn", "razored", kRazorAttnHelp},
+        {"razor-attn", "int8", kRazorAttnHelp},
     };
     // Fine-tuning: the same flags plus --from and --freeze-bn, with shorter, gentler defaults.
     static const std::vector<FlagSpec> tune = [] {

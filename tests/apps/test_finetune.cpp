@@ -17,6 +17,7 @@
 #include "core/core.h"
 #include "models/registry.h"
 #include "models/summary.h"
+#include "sparse/razor_policy.h"
 
 using namespace razor;
 using doctest::Contains;
@@ -161,6 +162,18 @@ TEST_CASE("razor tape ratios (razor's accounting): >= 7x with fp32 values and >=
             CHECK(ratio >= floor);
         }
     }
+}
+
+TEST_CASE("razor CLI: attention operands default to dense int8, other items to the documented defaults") {
+    // The CLI's recipe departs from RazorConfig's reference defaults where a measured fine-tune did
+    // (docs/back-razor.md "Transfer"): razored Q, K, V and P cost the vit_tiny fine-tune 2-3 points.
+    const auto policy = apps::razor_policy_from_flags("test", {.ratio = 0.9});
+    const auto* razor = dynamic_cast<const sparse::RazorSavePolicy*>(policy.get());
+    REQUIRE(razor != nullptr);
+    CHECK(razor->config().attention == sparse::AttentionSave::DenseI8);
+    CHECK(razor->config().gelu == sparse::GeluSave::Derivative4);
+    CHECK_FALSE(razor->config().prune_batch_norm_inputs);
+    CHECK(sparse::RazorConfig{}.attention == sparse::AttentionSave::Razored);   // the library keeps the reference's
 }
 
 TEST_CASE("razor bench --razor: the dense bench's JSON fields, with the razor tape") {
