@@ -59,8 +59,8 @@ RazorFlags razor_flags(const Args& args);
 // per-sample int8) or razored (pruned like the rest). --razor-bn B: train-mode BatchNorm inputs stay dense (B =
 // dense, the default) or are razored (B = razored, the segmentation variant; it diverged in our ResNet-20 fine-tune
 // at r = 0.9, see sparse/razor_policy.h). --razor-attn A: matmul operands and softmax outputs (attention's Q, K, V,
-// P) dense int8 (A = int8, the CLI default: razored, the vit_tiny fine-tune lost 2-3 points), razored (the
-// reference; RazorConfig's default) or dense (fp32); see AttentionSave.
+// P) dense int8 (A = int8, the CLI default: razored, the vit_tiny fine-tune lost 2.0 points on average over 5
+// seeds), razored (the reference; RazorConfig's default) or dense (fp32); see AttentionSave.
 // Throws naming the flag for R outside [0, 1) or an unknown V, G, B or A.
 std::shared_ptr<const SavePolicy> razor_policy_from_flags(const std::string& command, const RazorFlags& flags);
 

@@ -166,7 +166,7 @@ TEST_CASE("razor tape ratios (razor's accounting): >= 7x with fp32 values and >=
 
 TEST_CASE("razor CLI: attention operands default to dense int8, other items to the documented defaults") {
     // The CLI's recipe departs from RazorConfig's reference defaults where a measured fine-tune did
-    // (docs/back-razor.md "Transfer"): razored Q, K, V and P cost the vit_tiny fine-tune 2-3 points.
+    // (docs/back-razor.md "Transfer"): razored Q, K, V and P cost the vit_tiny fine-tune 2.0 points (5 seeds).
     const auto policy = apps::razor_policy_from_flags("test", {.ratio = 0.9});
     const auto* razor = dynamic_cast<const sparse::RazorSavePolicy*>(policy.get());
     REQUIRE(razor != nullptr);
