@@ -29,6 +29,7 @@ struct Tables {
     double d_min, d_max;
     std::array<float, kLevels> level, representative;
     std::array<uint8_t, kCells> code;
+    std::array<int32_t, kCells> code32;   // the same, for 16-lane gathers
     uint8_t below, above;   // codes outside [-kRange, kRange)
 
     int nearest(double d) const {
@@ -48,8 +49,10 @@ struct Tables {
             level[j] = static_cast<float>(L);
             representative[j] = static_cast<float>(0.5 * (lo + hi));
         }
-        for (int c = 0; c < kCells; ++c)
+        for (int c = 0; c < kCells; ++c) {
             code[c] = static_cast<uint8_t>(nearest(derivative(-kRange + (c + 0.5) / kCellsPerUnit)));
+            code32[c] = code[c];
+        }
         below = static_cast<uint8_t>(nearest(0.0));
         above = static_cast<uint8_t>(nearest(1.0));
     }
@@ -66,6 +69,27 @@ inline uint8_t code_at(const Tables& t, float v) {
     if (!(u >= 0.f)) return v < 0.f ? t.below : t.code[0];   // v < -kRange, or NaN
     return t.code[static_cast<int>(u)];
 }
+
+#if defined(__AVX512F__)
+// code_at for 16 values at once, packed two per byte (low nibble first) into out[0..7]: the same cell, the same
+// codes above, below and for NaN (u = NaN takes cell 0, as code_at does).
+inline void codes16(const Tables& t, const float* v, uint8_t* out) {
+    const __m512 x = _mm512_loadu_ps(v);
+    const __m512 u = _mm512_mul_ps(_mm512_add_ps(x, _mm512_set1_ps(kRange)), _mm512_set1_ps(kCellsPerUnit));
+    const __mmask16 above = _mm512_cmp_ps_mask(u, _mm512_set1_ps(static_cast<float>(kCells)), _CMP_GE_OQ);
+    const __mmask16 below = _mm512_cmp_ps_mask(u, _mm512_setzero_ps(), _CMP_NGE_UQ) &
+                            _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+    // max(u, 0) is 0 for a NaN u (the second operand); min(.., kCells - 1) keeps +inf in the table
+    const __m512 cell = _mm512_min_ps(_mm512_max_ps(u, _mm512_setzero_ps()), _mm512_set1_ps(kCells - 1.f));
+    __m512i codes = _mm512_i32gather_epi32(_mm512_cvttps_epi32(cell), t.code32.data(), 4);
+    codes = _mm512_mask_mov_epi32(codes, above, _mm512_set1_epi32(t.above));
+    codes = _mm512_mask_mov_epi32(codes, below, _mm512_set1_epi32(t.below));
+    // 64-bit lane k holds codes 2k (low half) and 2k + 1 (high half): one byte lo | hi << 4 each
+    const __m512i pairs = _mm512_or_si512(_mm512_and_si512(codes, _mm512_set1_epi64(0xFFFFFFFF)),
+                                          _mm512_slli_epi64(_mm512_srli_epi64(codes, 32), 4));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(out), _mm512_cvtepi64_epi8(pairs));
+}
+#endif
 
 }  // namespace
 
@@ -87,7 +111,11 @@ std::unique_ptr<GeluDerivativeCode> GeluDerivativeCode::pack(const Tensor& x_in)
 #pragma omp parallel for schedule(static) if (chunks > 1)
     for (int64_t k = 0; k < chunks; ++k) {
         const int64_t begin = k * kChunk, end = std::min(bytes, begin + kChunk);
-        for (int64_t i = begin; i < end; ++i) {
+        int64_t i = begin;
+#if defined(__AVX512F__)
+        for (; i + 8 <= end && 2 * i + 16 <= n; i += 8) codes16(t, px + 2 * i, out + i);
+#endif
+        for (; i < end; ++i) {
             const uint8_t lo = code_at(t, px[2 * i]);
             const uint8_t hi = 2 * i + 1 < n ? code_at(t, px[2 * i + 1]) : 0;
             out[i] = static_cast<uint8_t>(lo | hi << 4);

@@ -152,7 +152,17 @@ void affine_u8_params(const float* v, int64_t n, float& lo, float& step) {
         return;
     }
     float mn = v[0], mx = v[0];
-    for (int64_t i = 1; i < n; ++i) mn = std::min(mn, v[i]), mx = std::max(mx, v[i]);
+    int64_t i = 1;
+#if defined(RAZOR_UNPACK_AVX512)
+    // min_ps(x, acc) returns acc when x is NaN, as std::min(acc, x) does: the same result, 16 lanes at a time
+    __m512 vmn = _mm512_set1_ps(mn), vmx = vmn;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 x = _mm512_loadu_ps(v + i);
+        vmn = _mm512_min_ps(x, vmn), vmx = _mm512_max_ps(x, vmx);
+    }
+    mn = _mm512_reduce_min_ps(vmn), mx = _mm512_reduce_max_ps(vmx);
+#endif
+    for (; i < n; ++i) mn = std::min(mn, v[i]), mx = std::max(mx, v[i]);
     lo = mn;
     step = (mx - mn) / 255.f;
 }
