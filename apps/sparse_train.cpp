@@ -75,6 +75,8 @@ const std::vector<FlagSpec>& flag_specs() {
         {"clip", "3", "joint gradient-norm clip over w and s (phase B: over w)"},
         {"s-init", "0.5", "initial keep probability of every channel"},
         {"score-norm", "sqrt", "sqrt (the reference) | exact (unbiased leave-one-out)"},
+        {"estimator", "vr-pge", "vr-pge (the reference: leave-one-out baseline) | pge (vanilla, no baseline: an "
+                                "ablation, high variance)"},
         {"projection", "bisection", "bisection (the reference) | exact (sort-based)"},
         {"variant", "two-backward", "two-backward (the reference) | one-backward (cheaper: one backward pass)"},
         {"align", "0", "round kept counts up to a multiple of this (8: SIMD; CHANGES the algorithm; 0 = off)"},
@@ -250,8 +252,9 @@ int run_sparse_train(const std::vector<std::string>& argv) {
     const double s_init = args.real("s-init");
     require(s_init >= 0 && s_init <= 1, "s-init", s_init, "in [0, 1]");
     const std::string score_norm = args.str("score-norm"), projection = args.str("projection"),
-                      variant = args.str("variant"), augment = args.str("augment");
+                      variant = args.str("variant"), augment = args.str("augment"), estimator = args.str("estimator");
     require(score_norm == "sqrt" || score_norm == "exact", "score-norm", score_norm, "sqrt | exact");
+    require(estimator == "vr-pge" || estimator == "pge", "estimator", estimator, "vr-pge | pge");
     require(projection == "bisection" || projection == "exact", "projection", projection, "bisection | exact");
     require(variant == "two-backward" || variant == "one-backward", "variant", variant, "two-backward | one-backward");
     require(augment == "crop+flip" || augment == "none", "augment", augment, "crop+flip | none");
@@ -291,6 +294,7 @@ int run_sparse_train(const std::vector<std::string>& argv) {
     o.step = {.rho = keep,
               .max_norm = clip,
               .score_norm = score_norm == "sqrt" ? sparse::ScoreNorm::Sqrt : sparse::ScoreNorm::Exact,
+              .estimator = estimator == "vr-pge" ? sparse::Estimator::VrPge : sparse::Estimator::Pge,
               .projection = projection == "bisection" ? sparse::ProjectionMethod::Bisection : sparse::ProjectionMethod::Exact,
               .variant = variant == "two-backward" ? sparse::VrpgeVariant::TwoBackward : sparse::VrpgeVariant::OneBackward,
               .align = align};
@@ -300,10 +304,12 @@ int run_sparse_train(const std::vector<std::string>& argv) {
     std::printf("model  %s: %lld parameters, %lld scored convs, n = %lld prunable channels (classifier excluded)\n",
                 model_name.c_str(), static_cast<long long>(model->num_parameters()),
                 static_cast<long long>(trainer.scores.parameters().size()), static_cast<long long>(n));
-    std::printf("vrpge  keep %g (budget %.1f channels) | s init %g | %s | score %s | projection %s | clip %g | "
+    std::printf("vrpge  keep %g (budget %.1f channels) | s init %g | %s | %s | score %s | projection %s | clip %g | "
                 "BN true-sparse%s\n",
-                keep, trainer.scores.budget(keep), s_init, variant_name(o.step.variant).c_str(), score_norm.c_str(),
-                projection.c_str(), clip, align ? fmt(" | --align ", align, ": kept counts rounded up, CHANGES the "
+                keep, trainer.scores.budget(keep), s_init, variant_name(o.step.variant).c_str(),
+                estimator == "pge" ? "estimator: vanilla PGE, no baseline (an ablation, NOT the reference)"
+                                   : "estimator: VR-PGE",
+                score_norm.c_str(), projection.c_str(), clip, align ? fmt(" | --align ", align, ": kept counts rounded up, CHANGES the "
                                                       "algorithm (biased estimator)").c_str() : "");
     std::printf("train  phase A %lld epochs x %lld steps of %lld, SGD lr %g Adam lr_s %g (cosine per epoch) | phase B "
                 "%lld candidates, %lld fine-tune epochs at lr %g | seed %lld\n",

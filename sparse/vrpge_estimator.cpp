@@ -17,7 +17,7 @@ void check_masks(const ChannelScores& scores, const ChannelMasks& masks, const c
 }  // namespace
 
 void accumulate_vrpge_grad(const ChannelScores& scores, const ChannelMasks& pass1, const ChannelMasks& pass2,
-                           double L1, double L2, ScoreNorm norm) {
+                           double L1, double L2, ScoreNorm norm, Estimator estimator) {
     check_masks(scores, pass1, "pass1");
     check_masks(scores, pass2, "pass2");
     if (!std::isfinite(L1) || !std::isfinite(L2))
@@ -35,6 +35,11 @@ void accumulate_vrpge_grad(const ChannelScores& scores, const ChannelMasks& pass
         RAZOR_CHECK(grad.is_contiguous()) << "s.grad of " << scores.layers()[i].name << " is not contiguous";
         const float *sp = sc.data<float>(), *m1 = m1c.data<float>(), *m2 = m2c.data<float>();
         float* gp = grad.data<float>();
+        if (estimator == Estimator::Pge) {
+            for (int64_t c = 0; c < s.numel(); ++c)
+                gp[c] += static_cast<float>(pge_delta<double>(sp[c], m1[c], m2[c], L1, L2, norm));
+            continue;
+        }
         for (int64_t c = 0; c < s.numel(); ++c) {
             if (m1[c] == m2[c]) continue;   // agreeing channels get exactly 0
             gp[c] += static_cast<float>(vrpge_delta<double>(sp[c], m1[c], m2[c], L1, L2, norm));

@@ -12,6 +12,7 @@
 //                       L_j = forward(m⁽ʲ⁾)                             full mean loss on the SAME minibatch
 //                       backward of L_j / 2 → w.grad                    the weight gradient is the two-pass average
 //   3. s.grad += ½ (L₁ − L₂)(g⁽¹⁾ − g⁽²⁾)                               accumulate_vrpge_grad (full losses)
+//      [Estimator::Pge, the ablation: s.grad += ½ (L₁ g⁽¹⁾ + L₂ g⁽²⁾), no baseline]
 //   4. clip the global L2 norm of ALL gradients, w and s together, to max_norm (3)   one joint clip
 //   5. opt_s.step() (Adam on s); opt_w.step() (SGD on w)               the optimiser updates are dense
 //   6. s ← P_S(s), K = ρ·n                                              global projection; Adam state is kept
@@ -41,6 +42,7 @@ struct VrpgeStepOptions {
     double rho = 0.5;         // channel KEEP ratio: Σ s ≤ ρ·n after the step
     double max_norm = 3.0;    // the joint gradient clip (reference: 3)
     ScoreNorm score_norm = ScoreNorm::Sqrt;
+    Estimator estimator = Estimator::VrPge;   // Pge: the vanilla ablation (no baseline), labelled wherever used
     ProjectionMethod projection = ProjectionMethod::Bisection;
     VrpgeVariant variant = VrpgeVariant::TwoBackward;
     int64_t align = 0;        // > 0: align_kept(multiple = align) on every sampled mask (changes the algorithm)
@@ -87,7 +89,7 @@ VrpgeStepResult vrpge_step(const ChannelScores& scores, optim::Optimizer& opt_s,
     r.loss1 = pass(r.masks1, true, one_backward ? 1.f : 0.5f);
     r.loss2 = pass(r.masks2, !one_backward, 0.5f);
     // 3. the VR-PGE term (full losses, not halved)
-    accumulate_vrpge_grad(scores, r.masks1, r.masks2, r.loss1, r.loss2, options.score_norm);
+    accumulate_vrpge_grad(scores, r.masks1, r.masks2, r.loss1, r.loss2, options.score_norm, options.estimator);
     // 4. one joint clip over w and s
     optim::NamedParameters all = opt_w.params();
     for (const auto& p : s_params) all.push_back(p);

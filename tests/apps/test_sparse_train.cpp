@@ -165,6 +165,35 @@ TEST_CASE("razor sparse-train: phase A, selection, fine-tune, export; razor eval
                          Contains("cannot run compact channel subsets"), Error);
 }
 
+TEST_CASE("razor sparse-train --estimator pge: the vanilla ablation is labelled and changes only s's update") {
+    test::TempDir tmp("sparse_pge");
+    const std::string d = tmp / "cifar";
+    test::write_fake_cifar10(d, 8, 20);
+    auto run = [&](const std::string& out, const std::string& estimator) {
+        std::string text;
+        text = test::capture_stdout([&] {
+            CHECK(test::run_command(apps::run_sparse_train,
+                                    {"--model", "resnet20", "--data", d, "--out", out, "--estimator", estimator,
+                                     "--epochs", "1", "--batch", "8", "--steps-per-epoch", "2", "--finetune-epochs",
+                                     "0", "--candidates", "1", "--select-batches", "1", "--threads", "1",
+                                     "--eval-every", "0", "--workers", "1"}) == 0);
+        });
+        return std::make_pair(text, apps::load_checkpoint(out).train_state);
+    };
+    const auto [vr_text, vr] = run(tmp / "vr", "vr-pge");
+    const auto [pge_text, pge] = run(tmp / "pge", "pge");
+    CHECK(vr_text.find("estimator: VR-PGE") != std::string::npos);
+    CHECK(pge_text.find("vanilla PGE, no baseline (an ablation, NOT the reference)") != std::string::npos);
+    // Same seed: step 1 draws the same masks and computes the same losses, so only the s update differs.
+    int differing = 0;
+    for (const auto& [name, tensor] : vr)
+        if (name.rfind("scores.", 0) == 0 && !test::same_tensors({{name, tensor}}, {{name, pge.at(name)}}))
+            ++differing;
+    CHECK(differing > 0);
+    CHECK_THROWS_WITH_AS(test::run_command(apps::run_sparse_train, {"--data", d, "--estimator", "reinforce"}),
+                         Contains("--estimator must be vr-pge | pge, got reinforce"), Error);
+}
+
 TEST_CASE("razor sparse-train --resume: stopped in phase A, at the end of phase A and in phase B, the resumed run's "
           "log, checkpoint and export equal an uninterrupted run's bit for bit") {
     test::TempDir tmp("sparse_resume");

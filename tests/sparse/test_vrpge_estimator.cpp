@@ -4,7 +4,9 @@
 // 1. exact enumeration (16 × 16 mask pairs, double) of razor's per-coordinate routine against the spec's values;
 // 2. Monte Carlo through the real API (sample() twice, accumulate_vrpge_grad): means within 5·√(Var/N);
 // 3. variance: the √ form stays bounded as s₀ → 0, the exact score grows like 1/s₀;
-// 4. boundaries s ∈ {0, 1}: zero term, no NaN; the update is `+=` and equals ½(L₁ − L₂)(g¹ − g²) exactly.
+// 4. boundaries s ∈ {0, 1}: zero term, no NaN; the update is `+=` and equals ½(L₁ − L₂)(g¹ − g²) exactly;
+// 5. the vanilla ablation (Estimator::Pge): the spec's one-sample variances, and what the baseline buys (a constant
+//    added to the loss leaves VR-PGE's estimates unchanged and inflates vanilla PGE's variance).
 #include <doctest/doctest.h>
 
 #include <array>
@@ -42,16 +44,19 @@ double mask_prob(int bits, const std::array<double, 4>& s, double* m) {
 }
 
 // Exact mean and variance of razor's per-coordinate estimator over all mask pairs.
-Moments enumerate(const std::array<double, 4>& s, ScoreNorm norm) {
+// `offset` is added to every loss (a constant shift: the gradient ∇Φ does not change).
+Moments enumerate(const std::array<double, 4>& s, ScoreNorm norm, Estimator estimator = Estimator::VrPge,
+                  double offset = 0) {
     Moments out;
     std::array<double, 4> second{};
     for (int b1 = 0; b1 < 16; ++b1)
         for (int b2 = 0; b2 < 16; ++b2) {
             double m1[4], m2[4];
             const double p = mask_prob(b1, s, m1) * mask_prob(b2, s, m2);
-            const double L1 = toy_loss(m1), L2 = toy_loss(m2);
+            const double L1 = toy_loss(m1) + offset, L2 = toy_loss(m2) + offset;
             for (int i = 0; i < 4; ++i) {
-                const double d = vrpge_delta<double>(s[i], m1[i], m2[i], L1, L2, norm);
+                const double d = estimator == Estimator::VrPge ? vrpge_delta<double>(s[i], m1[i], m2[i], L1, L2, norm)
+                                                               : pge_delta<double>(s[i], m1[i], m2[i], L1, L2, norm);
                 out.mean[i] += p * d;
                 second[i] += p * d * d;
             }
@@ -81,7 +86,8 @@ void check_close(const std::array<double, 4>& got, const std::array<double, 4>& 
 }
 
 // Monte Carlo through ChannelScores::sample + accumulate_vrpge_grad; returns sample means and variances.
-Moments monte_carlo(const std::array<double, 4>& s, ScoreNorm norm, int N, uint64_t seed) {
+Moments monte_carlo(const std::array<double, 4>& s, ScoreNorm norm, int N, uint64_t seed,
+                    Estimator estimator = Estimator::VrPge) {
     ChannelScores scores({{"toy", 4, true}}, 0.5f);
     float* sp = scores.s(0).data<float>();
     for (int i = 0; i < 4; ++i) sp[i] = static_cast<float>(s[i]);
@@ -92,7 +98,7 @@ Moments monte_carlo(const std::array<double, 4>& s, ScoreNorm norm, int N, uint6
         double m1[4], m2[4];
         for (int i = 0; i < 4; ++i) m1[i] = a.m[0].data<float>()[i], m2[i] = b.m[0].data<float>()[i];
         scores.zero_grad();
-        accumulate_vrpge_grad(scores, a, b, toy_loss(m1), toy_loss(m2), norm);
+        accumulate_vrpge_grad(scores, a, b, toy_loss(m1), toy_loss(m2), norm, estimator);
         const float* g = scores.s(0).grad().data<float>();
         for (int i = 0; i < 4; ++i) sum[i] += g[i], sum2[i] += double(g[i]) * g[i];
     }
@@ -233,4 +239,53 @@ TEST_CASE("vrpge estimator: boundaries give zero and no NaN; the update is += of
             CHECK(gr[1] == 0.f);
         }
     }
+}
+
+TEST_CASE("vrpge estimator: vanilla PGE (the ablation) has the spec's variances and no offset invariance") {
+    const std::array<double, 4> s = {0.2, 0.5, 0.7, 0.9};
+    const auto grad = exact_gradient(s);
+    // Spec §15.1 gives ONE sample's variance, [1.020238, 0.650288, 1.378666, 5.201420]; Estimator::Pge averages the
+    // K = 2 independent samples, so its variance is half of that. Unbiased with the exact score.
+    const Moments pge = enumerate(s, ScoreNorm::Exact, Estimator::Pge);
+    check_close(pge.mean, grad, 1e-9);
+    check_close(pge.var, {1.020238 / 2, 0.650288 / 2, 1.378666 / 2, 5.201420 / 2}, 5e-7);
+    // At s0 = 0.001 one sample's variance of coordinate 0 is 166.7 (spec §4.5).
+    CHECK(enumerate({0.001, 0.5, 0.7, 0.9}, ScoreNorm::Exact, Estimator::Pge).var[0] ==
+          doctest::Approx(166.725832 / 2).epsilon(1e-6));
+
+    // What the leave-one-out baseline buys: adding 10 to every loss changes no gradient. VR-PGE's term depends on
+    // L1 − L2 only, so its estimates are identical; vanilla PGE stays unbiased but its variance grows with L².
+    for (ScoreNorm norm : {ScoreNorm::Exact, ScoreNorm::Sqrt}) {
+        const Moments vr = enumerate(s, norm), vr_shift = enumerate(s, norm, Estimator::VrPge, 10);
+        check_close(vr_shift.mean, vr.mean, 1e-9);
+        check_close(vr_shift.var, vr.var, 1e-9);
+        const Moments pg = enumerate(s, norm, Estimator::Pge), pg_shift = enumerate(s, norm, Estimator::Pge, 10);
+        check_close(pg_shift.mean, pg.mean, 1e-9);
+        check_close(pg.mean, vr.mean, 1e-9);   // the same expectation as VR-PGE (E[g] = 0)
+        for (int i = 0; i < 4; ++i) {
+            INFO("coordinate " << i);
+            CHECK(pg_shift.var[i] > 50 * vr.var[i]);
+        }
+    }
+
+    // Through the real API: accumulate_vrpge_grad(..., Estimator::Pge), means within 5 sigma of grad Phi.
+    const int N = 40000;
+    const Moments mc = monte_carlo(s, ScoreNorm::Exact, N, 5, Estimator::Pge);
+    for (int i = 0; i < 4; ++i) {
+        INFO("coordinate " << i << ": mean " << mc.mean[i] << ", want " << grad[i]);
+        CHECK(std::fabs(mc.mean[i] - grad[i]) <= 5 * std::sqrt(pge.var[i] / N));
+        CHECK(mc.var[i] == doctest::Approx(pge.var[i]).epsilon(0.1));
+    }
+    // Every channel gets a term, agreeing masks included (VR-PGE gives those exactly 0).
+    ChannelScores scores({{"a", 2, true}}, 0.5f);
+    ChannelMasks p;
+    p.m = {Tensor::from_vector({2}, {1, 0})};
+    p.kept = {kept_indices(p.m[0])};
+    accumulate_vrpge_grad(scores, p, p, 1.0, 1.0, ScoreNorm::Exact, Estimator::Pge);
+    const auto g = scores.s(0).grad().to_vector();
+    CHECK(g[0] == doctest::Approx(2.0));    // ½ (1·2 + 1·2): (1 − 0.5)/0.25 = 2
+    CHECK(g[1] == doctest::Approx(-2.0));
+    scores.zero_grad();
+    accumulate_vrpge_grad(scores, p, p, 1.0, 1.0, ScoreNorm::Exact);
+    CHECK(scores.s(0).grad().to_vector() == std::vector<float>{0.f, 0.f});
 }
