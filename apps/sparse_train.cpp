@@ -432,8 +432,8 @@ int run_sparse_train(const std::vector<std::string>& argv) {
         trainer.opt_w.set_lr(cosine(lr, epoch - 1, epochs));
         trainer.opt_s.set_lr(cosine(lr_s, epoch - 1, epochs));
         Progress progress(fmt("A ", epoch, "/", epochs), spe, batch);
-        double loss_sum = 0, cost_sum = 0;
-        int64_t correct = 0, seen = 0, step = 0;
+        double loss_sum = 0, cost_sum = 0, norm_sum = 0, s_norm_sum = 0;
+        int64_t correct = 0, seen = 0, step = 0, clipped = 0;
         for (data::Batch& b : loader) {
             if (step >= spe) break;
             const VrpgeTrainer::Step r = trainer.step(b.images, b.labels, mask_gen);
@@ -447,6 +447,9 @@ int run_sparse_train(const std::vector<std::string>& argv) {
             correct += count_correct(r.logits, b.labels);
             seen += B;
             cost_sum += r.cost_ratio;
+            norm_sum += r.result.grad_norm;
+            s_norm_sum += r.result.s_grad_norm;
+            clipped += r.result.grad_norm > clip;
             progress.update(step, loss_sum / seen, static_cast<double>(correct) / seen,
                             fmt("E[keep] ", fixed(trainer.expected_keep(), 3), "  flops ", fixed(r.cost_ratio, 3),
                                 "x dense"));
@@ -459,6 +462,9 @@ int run_sparse_train(const std::vector<std::string>& argv) {
                   {"train_acc", seen ? static_cast<double>(correct) / seen : 0},
                   {"expected_keep", trainer.expected_keep()},
                   {"flops_ratio", step ? cost_sum / step : 0},
+                  {"grad_norm", step ? norm_sum / step : 0},       // mean joint norm (w and s) before the clip
+                  {"s_grad_norm", step ? s_norm_sum / step : 0},   // mean norm of s.grad alone, before the clip
+                  {"clipped", step ? static_cast<double>(clipped) / step : 0},   // fraction of steps clipped
                   {"lr", trainer.opt_w.lr()},
                   {"lr_s", trainer.opt_s.lr()},
                   {"seconds", progress.seconds()},
@@ -474,11 +480,12 @@ int run_sparse_train(const std::vector<std::string>& argv) {
             j["test_acc_sampled"] = e.accuracy;
         }
         std::printf("A %lld/%lld  loss %.4f  train %.1f%%  test(1 sample, logging only) %s  E[keep] %.3f  flops %.3fx  "
-                    "lr %.3g  lr_s %.3g  %.0f s  %.0f img/s\n",
+                    "lr %.3g  lr_s %.3g  norm %.2f (s %.2f, clipped %.0f%%)  %.0f s  %.0f img/s\n",
                     static_cast<long long>(epoch), static_cast<long long>(epochs), j["loss"].get<double>(),
                     100 * j["train_acc"].get<double>(),
                     j["test_acc_sampled"].is_null() ? "-" : (fixed(100 * j["test_acc_sampled"].get<double>(), 1) + "%").c_str(),
                     trainer.expected_keep(), j["flops_ratio"].get<double>(), trainer.opt_w.lr(), trainer.opt_s.lr(),
+                    j["grad_norm"].get<double>(), j["s_grad_norm"].get<double>(), 100 * j["clipped"].get<double>(),
                     progress.seconds(), progress.images_per_second());
         std::fflush(stdout);
         // the log line before last/: a run killed between the two redoes this epoch and rewrites the line (trim_log)

@@ -22,6 +22,7 @@
 // and none into s (s gets no chain-rule gradient: the sampler's masks are plain tensors).
 #pragma once
 
+#include <cmath>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -51,6 +52,8 @@ struct VrpgeStepOptions {
 struct VrpgeStepResult {
     double loss1 = 0, loss2 = 0;        // the two passes' full losses
     double grad_norm = 0;               // the joint norm before clipping (clip_grad_norm_'s return)
+    double s_grad_norm = 0;             // of that, the norm of the structure gradient alone (s.grad, before clipping):
+                                        // when it dominates grad_norm, the joint clip scales w's step down too
     ChannelMasks masks1, masks2;        // what was sampled (for logging and tests)
     ProjectionResult projection;
 };
@@ -90,6 +93,11 @@ VrpgeStepResult vrpge_step(const ChannelScores& scores, optim::Optimizer& opt_s,
     r.loss2 = pass(r.masks2, !one_backward, 0.5f);
     // 3. the VR-PGE term (full losses, not halved)
     accumulate_vrpge_grad(scores, r.masks1, r.masks2, r.loss1, r.loss2, options.score_norm, options.estimator);
+    double s_sq = 0;
+    for (const Tensor& si : s)
+        if (si.grad().defined())
+            for (float g : si.grad().to_vector()) s_sq += double(g) * g;
+    r.s_grad_norm = std::sqrt(s_sq);
     // 4. one joint clip over w and s
     optim::NamedParameters all = opt_w.params();
     for (const auto& p : s_params) all.push_back(p);

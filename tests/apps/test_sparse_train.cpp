@@ -131,6 +131,10 @@ TEST_CASE("razor sparse-train: phase A, selection, fine-tune, export; razor eval
             a += phase == "A", select += phase == "B-select", b += phase == "B";
             if (phase == "A") {
                 CHECK(j["expected_keep"].get<double>() <= 0.5 + 1e-3);
+                // the joint norm covers w and s: never below the structure gradient's own norm
+                CHECK(j["s_grad_norm"].get<double>() > 0);
+                CHECK(j["grad_norm"].get<double>() >= j["s_grad_norm"].get<double>());
+                CHECK((j["clipped"].get<double>() >= 0 && j["clipped"].get<double>() <= 1));
                 CHECK(j["flops_ratio"].get<double>() < 0.8);
                 CHECK(j["flops_ratio"].get<double>() > 0.05);
             }

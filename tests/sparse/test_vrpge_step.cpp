@@ -83,6 +83,9 @@ TEST_CASE("vrpge step: one iteration on a toy masked linear model equals the han
         }
         const double norm = std::sqrt(sq);
         CHECK(r.grad_norm == doctest::Approx(norm).epsilon(1e-5));
+        double s_sq = 0;
+        for (int o = 0; o < OC; ++o) s_sq += gs[o] * gs[o];
+        CHECK(r.s_grad_norm == doctest::Approx(std::sqrt(s_sq)).epsilon(1e-5));   // before the clip
         REQUIRE(norm > 3.0);   // the toy is built so the clip binds
         const double coef = 3.0 / (norm + 1e-6);
         const auto Wg = W.grad().to_vector(), sg = scores.s(0).grad().to_vector();
