@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "core/check.h"
+#include "core/float16.h"
 
 namespace razor::pickle {
 namespace {
@@ -37,23 +38,6 @@ bool allowed_global(const std::string& name) {
     return false;
 }
 
-// IEEE half -> float, exact (every half is a float).
-float half_to_float(uint16_t h) {
-    const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-    uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu, bits;
-    if (exponent == 0x1f) bits = sign | 0x7f800000u | (mantissa << 13);   // inf, nan
-    else if (exponent != 0) bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
-    else if (mantissa == 0) bits = sign;                                   // +-0
-    else {                                                                 // subnormal: normalise
-        exponent = 113;
-        while ((mantissa & 0x400u) == 0) mantissa <<= 1, --exponent;
-        bits = sign | (exponent << 23) | ((mantissa & 0x3ffu) << 13);
-    }
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-}
-
 template <class T>
 T load(const char* p) {
     T v;
@@ -66,13 +50,8 @@ float element_f32(StorageType t, const char* p) {
     switch (t) {
         case StorageType::F32: return load<float>(p);
         case StorageType::F64: return static_cast<float>(load<double>(p));
-        case StorageType::F16: return half_to_float(load<uint16_t>(p));
-        case StorageType::BF16: {
-            const uint32_t bits = static_cast<uint32_t>(load<uint16_t>(p)) << 16;
-            float f;
-            std::memcpy(&f, &bits, 4);
-            return f;
-        }
+        case StorageType::F16: return half_bits_to_float(load<uint16_t>(p));
+        case StorageType::BF16: return bfloat16_bits_to_float(load<uint16_t>(p));
         default: return 0;
     }
 }

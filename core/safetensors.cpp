@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "core/float16.h"
 
 namespace razor {
 namespace {
@@ -29,12 +30,36 @@ const char* st_dtype(DType dtype) {
     return "?";
 }
 
-bool parse_st_dtype(const std::string& s, DType* out) {
-    if (s == "F32") *out = DType::F32;
-    else if (s == "I64") *out = DType::I64;
-    else if (s == "U8") *out = DType::U8;
-    else return false;
-    return true;
+// A dtype as stored in a file: razor's own three, and the float formats of published checkpoints, which are widened
+// to F32 on load (PyTorch's model hubs ship F16 and BF16 weights).
+struct FileDType {
+    const char* name;
+    DType dtype;      // what the tensor becomes
+    size_t size;      // bytes per element in the file
+};
+constexpr FileDType kFileDTypes[] = {{"F32", DType::F32, 4}, {"I64", DType::I64, 8}, {"U8", DType::U8, 1},
+                                     {"F16", DType::F32, 2}, {"BF16", DType::F32, 2}, {"F64", DType::F32, 8}};
+
+const FileDType* parse_st_dtype(const std::string& s) {
+    for (const FileDType& d : kFileDTypes)
+        if (s == d.name) return &d;
+    return nullptr;
+}
+
+// Widens `numel` elements of file type `from` at `src` into the F32 tensor data `dst`.
+void widen_to_f32(const FileDType& from, const char* src, float* dst, uint64_t numel) {
+    const std::string_view name = from.name;
+    for (uint64_t i = 0; i < numel; ++i) {
+        if (name == "F64") {
+            double v;
+            std::memcpy(&v, src + 8 * i, 8);
+            dst[i] = static_cast<float>(v);
+            continue;
+        }
+        uint16_t bits;
+        std::memcpy(&bits, src + 2 * i, 2);
+        dst[i] = name == "F16" ? half_bits_to_float(bits) : bfloat16_bits_to_float(bits);
+    }
 }
 
 }  // namespace
@@ -170,10 +195,11 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& file)
             throw Error(fmt(where, ": expected {dtype, shape, data_offsets}, got ", entry.dump().substr(0, 200),
                             kCorrupt));
         const auto& jd = entry["dtype"];
-        DType dtype;
-        if (!jd.is_string() || !parse_st_dtype(jd.get<std::string>(), &dtype))
-            throw Error(fmt(where, ": unsupported dtype ", jd.dump(), "; hint: razor reads F32, I64 and U8 (save "
-                            "float tensors as float32)"));
+        const FileDType* file_dtype = jd.is_string() ? parse_st_dtype(jd.get<std::string>()) : nullptr;
+        if (!file_dtype)
+            throw Error(fmt(where, ": unsupported dtype ", jd.dump(), "; hint: razor reads F32, F16, BF16, F64 (as "
+                            "F32), I64 and U8 (save other tensors as float32 or int64)"));
+        const DType dtype = file_dtype->dtype;
         const auto& js = entry["shape"];
         if (!js.is_array() || js.size() > 8)
             throw Error(fmt(where, ": shape must be an array of at most 8 dims, got ", js.dump().substr(0, 200),
@@ -208,16 +234,18 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& file)
         if (!jo.is_array() || jo.size() != 2 || !jo[0].is_number_unsigned() || !jo[1].is_number_unsigned())
             throw Error(fmt(where, ": data_offsets must be [begin, end], got ", jo.dump().substr(0, 200), kCorrupt));
         const uint64_t begin = jo[0].get<uint64_t>(), end = jo[1].get<uint64_t>();
-        const uint64_t expected = numel * dtype_size(dtype);
+        const uint64_t expected = numel * file_dtype->size;
         if (begin > end || end > data_size)
             throw Error(fmt(where, ": data_offsets [", begin, ", ", end, "] fall outside the data section of ",
                             data_size, " bytes; hint: the file is truncated"));
         if (end - begin != expected)
-            throw Error(fmt(where, ": shape ", shape_str(shape), " ", st_dtype(dtype), " needs ", expected,
+            throw Error(fmt(where, ": shape ", shape_str(shape), " ", file_dtype->name, " needs ", expected,
                             " bytes, data_offsets give ", end - begin, "; hint: the header is corrupt"));
         ranges.emplace_back(begin, end);
         Tensor t = Tensor::empty(shape, dtype);
-        if (expected) std::memcpy(t.storage()->data, bytes.data() + data_begin + begin, expected);
+        const char* src = bytes.data() + data_begin + begin;
+        if (file_dtype->size != dtype_size(dtype)) widen_to_f32(*file_dtype, src, t.f32(), numel);
+        else if (expected) std::memcpy(t.storage()->data, src, expected);
         out.tensors.emplace(name, std::move(t));
     }
     std::sort(ranges.begin(), ranges.end());

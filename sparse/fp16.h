@@ -18,6 +18,8 @@
 #include <bit>
 #include <cstdint>
 
+#include "core/float16.h"
+
 namespace razor::sparse {
 
 // fp32 -> fp16 bits, round to nearest even. Portable; bit-identical to F16C's _cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT).
@@ -46,20 +48,8 @@ constexpr uint16_t float_to_half_bits(float value) {
     return static_cast<uint16_t>(sign | q);
 }
 
-// fp16 bits -> fp32, exact (every half is a float). Bit-identical to F16C's _cvtsh_ss (NaNs are quietened).
-constexpr float half_bits_to_float(uint16_t h) {
-    const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-    const uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x03FFu;
-    if (e == 0) {
-        if (m == 0) return std::bit_cast<float>(sign);
-        // subnormal: m * 2^-24, renormalised. m has its top set bit at position p (0..9): value = 1.f * 2^(p-24).
-        const int p = 31 - std::countl_zero(m);
-        const uint32_t mant = (m << (23 - p)) & 0x007FFFFFu;
-        return std::bit_cast<float>(sign | (static_cast<uint32_t>(p + 103) << 23) | mant);
-    }
-    if (e == 31) return std::bit_cast<float>(sign | 0x7F800000u | (m << 13) | (m ? 0x00400000u : 0u));
-    return std::bit_cast<float>(sign | ((e + 112) << 23) | (m << 13));
-}
+// fp16 bits -> fp32, exact: core/float16.h (the checkpoint readers use it too).
+using razor::half_bits_to_float;
 
 // Bulk conversions (F16C when the build has it, else the portable functions above). `portable` forces the
 // integer path (tests compare the two).

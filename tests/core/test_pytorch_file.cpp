@@ -126,3 +126,23 @@ TEST_CASE("pickle: values, memo, marks and the bounds a hostile file hits") {
     CHECK_THROWS_WITH_AS(parse("\x80\x02I1\n."), doctest::Contains("protocol 0"), Error);
     CHECK_THROWS_WITH_AS(parse(std::string("\x80\x09.", 3)), doctest::Contains("protocol 9"), Error);
 }
+
+TEST_CASE("safetensors: F16, BF16 and F64 entries load as F32, exactly") {
+    const std::string header =
+        R"({"h":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},"b":{"dtype":"BF16","shape":[1],"data_offsets":[4,6]},)"
+        R"("d":{"dtype":"F64","shape":[1],"data_offsets":[6,14]},"__metadata__":{"format":"pt"}})";
+    std::string bytes(8, '\0');
+    const uint64_t n = header.size();
+    std::memcpy(bytes.data(), &n, 8);
+    const double half = 0.5;
+    bytes += header + std::string("\x00\x3c\x00\xc0\x80\x3f", 6) + std::string(reinterpret_cast<const char*>(&half), 8);
+    const SafeTensors st = parse_safetensors(bytes, "mixed.safetensors");
+    CHECK(st.tensors.at("h").dtype() == DType::F32);
+    CHECK(st.tensors.at("h").to_vector() == std::vector<float>{1.f, -2.f});
+    CHECK(st.tensors.at("b").to_vector() == std::vector<float>{1.f});
+    CHECK(st.tensors.at("d").to_vector() == std::vector<float>{0.5f});
+    CHECK(st.metadata.at("format") == "pt");
+    std::string wrong = bytes;
+    wrong.replace(wrong.find("\"F16\""), 5, "\"C64\"");
+    CHECK_THROWS_WITH_AS(parse_safetensors(wrong, "c64.safetensors"), doctest::Contains("unsupported dtype \"C64\""), Error);
+}

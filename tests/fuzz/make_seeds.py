@@ -75,7 +75,8 @@ def main():
     put("safetensors", "two_tensors", safetensors({"w": ("F32", [2, 2], f32), "i": ("I64", [1], struct.pack("<q", 7))},
                                                   {"format": "pt"}))
     put("safetensors", "u8_scalar_empty", safetensors({"s": ("U8", [], b"\x05"), "e": ("F32", [0, 3], b"")}))
-    put("safetensors", "bad_dtype", safetensors({"h": ("F16", [2], b"\x00\x3c\x00\x3c")}))
+    put("safetensors", "f16_bf16", safetensors({"h": ("F16", [2], b"\x00\x3c\x00\x3c"), "b": ("BF16", [1], b"\x80\x3f")}))
+    put("safetensors", "bad_dtype", safetensors({"h": ("C64", [1], b"\x00" * 8)}))
 
     put("idx", "labels", idx([5], [0, 1, 2, 9, 4]))
     put("idx", "images", idx([2, 3, 4], range(24)))
