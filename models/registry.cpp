@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 
+#include "models/imagenet_resnet.h"
 #include "models/lenet.h"
 #include "models/mlp.h"
 #include "models/resnet.h"
@@ -26,6 +27,15 @@ std::shared_ptr<nn::Module> resnet(int64_t n, std::array<int64_t, 3> w, Shortcut
                                    int64_t classes, Generator& g) {
     if (o.widths.empty()) return std::make_shared<CifarResNet>(n, w, kind, o.in_channels, classes, g);
     return CifarResNet::from_widths(n, kind, o.in_channels, classes, o.widths, g);
+}
+
+// torchvision's ResNets take any image size (the stem and four strides leave at least 1x1 for S >= 1; the average pool
+// is adaptive) and any number of input channels.
+Builder imagenet_resnet(ImageNetResNetConfig config) {
+    return [config](int64_t k, Generator& g, const ModelOptions& o) mutable {
+        config.in_channels = o.in_channels;
+        return std::make_shared<ImageNetResNet>(config, k, g);
+    };
 }
 
 std::vector<int64_t> vgg_config(const std::vector<int64_t>& config, const ModelOptions& o) {
@@ -68,6 +78,9 @@ const std::vector<std::pair<std::string, Builder>>& registry() {
              require_32("vgg19_bn", o);
              return std::make_shared<VGG>(vgg_config(VGG::config19(), o), o.in_channels, k, g);
          }},
+        {"resnet18", imagenet_resnet(ImageNetResNetConfig::resnet18())},
+        {"resnet34", imagenet_resnet(ImageNetResNetConfig::resnet34())},
+        {"resnet50", imagenet_resnet(ImageNetResNetConfig::resnet50())},
         {"vit_tiny",
          [](int64_t k, Generator& g, const ModelOptions& o) {
              ViTConfig c;
@@ -115,8 +128,9 @@ std::shared_ptr<nn::Module> make_model(const std::string& name, int64_t num_clas
         throw Error(fmt("make_model(", name, "): depth ", options.depth,
                         " is not a setting of this model; hint: depth applies to vit_tiny only (resnet depth is in "
                         "the name)"));
-    if (!options.widths.empty() && (name == "mlp" || name == "lenet5" || name == "vit_tiny"))
-        throw Error(fmt("make_model(", name, "): widths are a setting of the resnets and vggs only (sparse-train "
+    if (!options.widths.empty() && (name == "mlp" || name == "lenet5" || name == "vit_tiny" || name == "resnet18" ||
+                                    name == "resnet34" || name == "resnet50"))
+        throw Error(fmt("make_model(", name, "): widths are a setting of the CIFAR resnets and vggs only (sparse-train "
                         "subnetworks), got ", options.widths.size(), " values"));
     return (*builder)(num_classes, gen, options);
 }

@@ -33,6 +33,9 @@ const std::vector<ZooEntry>& zoo() {
         {"vgg16_bn", "vgg16_bn", {}, 14'724'042},
         {"vgg19_bn", "vgg19_bn", {}, 20'035'018},
         {"vit_tiny", "vit_tiny", {}, 5'362'762},
+        {"resnet18", "resnet18", {.image_size = 64}, 11'181'642},   // torchvision's 11,689,512 at 1000 classes
+        {"resnet34", "resnet34", {.image_size = 64}, 21'289'802},   // 21,797,672
+        {"resnet50", "resnet50", {.image_size = 64}, 23'528'522},   // 25,557,032
     };
     return z;
 }
@@ -125,17 +128,20 @@ TEST_CASE("models: the large models' logits have the right shape (no-grad forwar
         Generator gen(1);
         auto model = models::make_model(e.name, 7, gen, e.options);
         NoGradGuard no_grad;
-        CHECK((*model)(Tensor::ones({1, 3, 32, 32})).shape() == Shape{1, 7});
+        const int64_t S = e.options.image_size;
+        CHECK((*model)(Tensor::ones({1, 3, S, S})).shape() == Shape{1, 7});
     }
 }
 
 TEST_CASE("models: registry names and errors") {
     CHECK(models::model_names() == std::vector<std::string>{"mlp", "lenet5", "resnet20", "resnet32", "resnet56",
-                                                           "resnet32x2", "vgg16_bn", "vgg19_bn", "vit_tiny"});
+                                                           "resnet32x2", "vgg16_bn", "vgg19_bn", "resnet18",
+                                                           "resnet34", "resnet50", "vit_tiny"});
     Generator gen(0);
-    CHECK_THROWS_WITH_AS(models::make_model("resnet18", 10, gen),
-                         doctest::Contains("make_model: unknown model 'resnet18'; valid names: mlp, lenet5, resnet20, "
-                                           "resnet32, resnet56, resnet32x2, vgg16_bn, vgg19_bn, vit_tiny"),
+    CHECK_THROWS_WITH_AS(models::make_model("resnet101", 10, gen),
+                         doctest::Contains("make_model: unknown model 'resnet101'; valid names: mlp, lenet5, resnet20, "
+                                           "resnet32, resnet56, resnet32x2, vgg16_bn, vgg19_bn, resnet18, resnet34, "
+                                           "resnet50, vit_tiny"),
                          Error);
     CHECK_THROWS_WITH_AS(models::make_model("vgg19_bn", 10, gen, {.in_channels = 1, .image_size = 28}),
                          doctest::Contains("needs 32x32 images, got 28x28"), Error);
