@@ -5,6 +5,7 @@
 #include <map>
 
 #include "models/imagenet_resnet.h"
+#include "models/imagenet_vit.h"
 #include "models/lenet.h"
 #include "models/mlp.h"
 #include "models/resnet.h"
@@ -35,6 +36,16 @@ Builder imagenet_resnet(ImageNetResNetConfig config) {
     return [config](int64_t k, Generator& g, const ModelOptions& o) mutable {
         config.in_channels = o.in_channels;
         return std::make_shared<ImageNetResNet>(config, k, g);
+    };
+}
+
+// torchvision's ViTs at the image size given (a multiple of the patch size) and depth (0 = the family's 12).
+Builder imagenet_vit(ImageNetViTConfig config) {
+    return [config](int64_t k, Generator& g, const ModelOptions& o) mutable {
+        config.image_size = o.image_size;
+        config.in_channels = o.in_channels;
+        if (o.depth > 0) config.num_layers = o.depth;
+        return std::make_shared<ImageNetViT>(config, k, g);
     };
 }
 
@@ -81,6 +92,8 @@ const std::vector<std::pair<std::string, Builder>>& registry() {
         {"resnet18", imagenet_resnet(ImageNetResNetConfig::resnet18())},
         {"resnet34", imagenet_resnet(ImageNetResNetConfig::resnet34())},
         {"resnet50", imagenet_resnet(ImageNetResNetConfig::resnet50())},
+        {"vit_b_16", imagenet_vit(ImageNetViTConfig::vit_b_16())},
+        {"vit_s_16", imagenet_vit(ImageNetViTConfig::vit_s_16())},
         {"vit_tiny",
          [](int64_t k, Generator& g, const ModelOptions& o) {
              ViTConfig c;
@@ -124,11 +137,12 @@ std::shared_ptr<nn::Module> make_model(const std::string& name, int64_t num_clas
     if (options.in_channels < 1 || options.image_size < 1)
         throw Error(fmt("make_model(", name, "): in_channels and image_size must be >= 1, got ", options.in_channels,
                         " and ", options.image_size));
-    if (options.depth < 0 || (options.depth != 0 && name != "vit_tiny"))
+    const bool is_vit = name == "vit_tiny" || name == "vit_b_16" || name == "vit_s_16";
+    if (options.depth < 0 || (options.depth != 0 && !is_vit))
         throw Error(fmt("make_model(", name, "): depth ", options.depth,
-                        " is not a setting of this model; hint: depth applies to vit_tiny only (resnet depth is in "
+                        " is not a setting of this model; hint: depth applies to the ViTs only (resnet depth is in "
                         "the name)"));
-    if (!options.widths.empty() && (name == "mlp" || name == "lenet5" || name == "vit_tiny" || name == "resnet18" ||
+    if (!options.widths.empty() && (name == "mlp" || name == "lenet5" || is_vit || name == "resnet18" ||
                                     name == "resnet34" || name == "resnet50"))
         throw Error(fmt("make_model(", name, "): widths are a setting of the CIFAR resnets and vggs only (sparse-train "
                         "subnetworks), got ", options.widths.size(), " values"));

@@ -4,7 +4,8 @@
 // parameter order match them exactly. docs: docs/models.md.
 //
 // Names (model_names()): mlp, lenet5, resnet20, resnet32, resnet56, resnet32x2, vgg16_bn, vgg19_bn, resnet18,
-// resnet34, resnet50 (torchvision's ImageNet ResNets, models/imagenet_resnet.h), vit_tiny.
+// resnet34, resnet50 (torchvision's ImageNet ResNets, models/imagenet_resnet.h), vit_b_16, vit_s_16 (torchvision's
+// ViT layout, models/imagenet_vit.h), vit_tiny.
 // Every model takes (N, C, H, W) images and returns (N, num_classes) logits. The defaults are CIFAR's 3x32x32;
 // ModelOptions changes the input geometry where the family allows it (lenet5 and mlp on 1x28x28 MNIST-style
 // images, vit_tiny's depth).
@@ -21,7 +22,7 @@ namespace razor::models {
 struct ModelOptions {
     int64_t in_channels = 3;   // C
     int64_t image_size = 32;   // H = W
-    int64_t depth = 0;         // vit_tiny: number of transformer blocks (0 = the default, 12); others: must stay 0
+    int64_t depth = 0;         // the ViTs: number of transformer blocks (0 = the default, 12); others: must stay 0
     // resnets and vggs: the out-channels of every masked scored layer (models/channel_plan.h), for the physically
     // smaller subnetworks razor sparse-train exports (ChannelPrunable::Extracted::widths); empty = the zoo widths.
     std::vector<int64_t> widths = {};

@@ -13,6 +13,12 @@ public:
     std::shared_ptr<M> add(std::shared_ptr<M> module) {
         return register_module(std::to_string(size_++), std::move(module));
     }
+    // A named child, as nn.Sequential(OrderedDict(...)) (torchvision's ViT: "encoder_layer_0", "head").
+    template <class M>
+    std::shared_ptr<M> add(const std::string& name, std::shared_ptr<M> module) {
+        ++size_;
+        return register_module(name, std::move(module));
+    }
     Tensor forward(const Tensor& x) override {
         Tensor h = x;
         for (auto& [name, child] : named_children()) h = (*child)(h);

@@ -36,6 +36,8 @@ const std::vector<ZooEntry>& zoo() {
         {"resnet18", "resnet18", {.image_size = 64}, 11'181'642},   // torchvision's 11,689,512 at 1000 classes
         {"resnet34", "resnet34", {.image_size = 64}, 21'289'802},   // 21,797,672
         {"resnet50", "resnet50", {.image_size = 64}, 23'528'522},   // 25,557,032
+        {"vit_b_16", "vit_b_16", {.image_size = 224}, 85'806'346},  // torchvision's 86,567,656 at 1000 classes
+        {"vit_s_16", "vit_s_16", {.image_size = 224}, 21'669'514},
     };
     return z;
 }
@@ -136,17 +138,18 @@ TEST_CASE("models: the large models' logits have the right shape (no-grad forwar
 TEST_CASE("models: registry names and errors") {
     CHECK(models::model_names() == std::vector<std::string>{"mlp", "lenet5", "resnet20", "resnet32", "resnet56",
                                                            "resnet32x2", "vgg16_bn", "vgg19_bn", "resnet18",
-                                                           "resnet34", "resnet50", "vit_tiny"});
+                                                           "resnet34", "resnet50", "vit_b_16", "vit_s_16",
+                                                           "vit_tiny"});
     Generator gen(0);
     CHECK_THROWS_WITH_AS(models::make_model("resnet101", 10, gen),
                          doctest::Contains("make_model: unknown model 'resnet101'; valid names: mlp, lenet5, resnet20, "
                                            "resnet32, resnet56, resnet32x2, vgg16_bn, vgg19_bn, resnet18, resnet34, "
-                                           "resnet50, vit_tiny"),
+                                           "resnet50, vit_b_16, vit_s_16, vit_tiny"),
                          Error);
     CHECK_THROWS_WITH_AS(models::make_model("vgg19_bn", 10, gen, {.in_channels = 1, .image_size = 28}),
                          doctest::Contains("needs 32x32 images, got 28x28"), Error);
     CHECK_THROWS_WITH_AS(models::make_model("resnet20", 10, gen, {.depth = 3}),
-                         doctest::Contains("depth applies to vit_tiny only"), Error);
+                         doctest::Contains("depth applies to the ViTs only"), Error);
     CHECK_THROWS_WITH_AS(models::make_model("mlp", 0, gen), doctest::Contains("num_classes must be >= 1, got 0"), Error);
     CHECK_THROWS_AS(models::make_model("lenet5", 10, gen, {.image_size = 8}), Error);
     auto vit = models::make_model("vit_tiny", 10, gen, {.depth = 1});

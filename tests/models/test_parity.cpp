@@ -114,6 +114,10 @@ TEST_CASE("models: torchvision's resnet50 matches torchvision at 64x64 (Bottlene
                /*train_grads=*/false);
 }
 
+TEST_CASE("models: torchvision's ViT layout (vit_s_16, 2 layers, 224 px) matches torchvision (logits, every gradient)") {
+    run_parity("vit_s_16", "models_tv_vit_s_16", {.image_size = 224, .depth = 2}, 2, {});
+}
+
 TEST_CASE("models: vit_tiny (depth 2) matches PyTorch (logits, loss, every gradient; train and eval)") {
     run_parity("vit_tiny", "models_vit", {.depth = 2}, 2, {});
 }
