@@ -7,6 +7,7 @@
 #include "models/imagenet_resnet.h"
 #include "models/imagenet_vit.h"
 #include "models/lenet.h"
+#include "models/mobilenet.h"
 #include "models/mlp.h"
 #include "models/resnet.h"
 #include "models/vgg.h"
@@ -92,6 +93,10 @@ const std::vector<std::pair<std::string, Builder>>& registry() {
         {"resnet18", imagenet_resnet(ImageNetResNetConfig::resnet18())},
         {"resnet34", imagenet_resnet(ImageNetResNetConfig::resnet34())},
         {"resnet50", imagenet_resnet(ImageNetResNetConfig::resnet50())},
+        {"mobilenet_v2",
+         [](int64_t k, Generator& g, const ModelOptions& o) {
+             return std::make_shared<MobileNetV2>(MobileNetV2Config{.in_channels = o.in_channels}, k, g);
+         }},
         {"vit_b_16", imagenet_vit(ImageNetViTConfig::vit_b_16())},
         {"vit_s_16", imagenet_vit(ImageNetViTConfig::vit_s_16())},
         {"vit_tiny",
@@ -143,7 +148,7 @@ std::shared_ptr<nn::Module> make_model(const std::string& name, int64_t num_clas
                         " is not a setting of this model; hint: depth applies to the ViTs only (resnet depth is in "
                         "the name)"));
     if (!options.widths.empty() && (name == "mlp" || name == "lenet5" || is_vit || name == "resnet18" ||
-                                    name == "resnet34" || name == "resnet50"))
+                                    name == "resnet34" || name == "resnet50" || name == "mobilenet_v2"))
         throw Error(fmt("make_model(", name, "): widths are a setting of the CIFAR resnets and vggs only (sparse-train "
                         "subnetworks), got ", options.widths.size(), " values"));
     return (*builder)(num_classes, gen, options);

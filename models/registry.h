@@ -4,7 +4,7 @@
 // parameter order match them exactly. docs: docs/models.md.
 //
 // Names (model_names()): mlp, lenet5, resnet20, resnet32, resnet56, resnet32x2, vgg16_bn, vgg19_bn, resnet18,
-// resnet34, resnet50 (torchvision's ImageNet ResNets, models/imagenet_resnet.h), vit_b_16, vit_s_16 (torchvision's
+// resnet34, resnet50 (torchvision's ImageNet ResNets, models/imagenet_resnet.h), mobilenet_v2 (models/mobilenet.h), vit_b_16, vit_s_16 (torchvision's
 // ViT layout, models/imagenet_vit.h), vit_tiny.
 // Every model takes (N, C, H, W) images and returns (N, num_classes) logits. The defaults are CIFAR's 3x32x32;
 // ModelOptions changes the input geometry where the family allows it (lenet5 and mlp on 1x28x28 MNIST-style

@@ -1,5 +1,5 @@
 // nn/layers.h -- parameter-free layers as modules (so they appear in Sequential, state paths and the tape report):
-// ReLU, GELU, Flatten, Dropout, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d.
+// ReLU, ReLU6, GELU, Flatten, Dropout, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d.
 //
 // reference: the torch.nn modules of the same names.
 #pragma once
@@ -12,6 +12,12 @@ class ReLU : public Module {
 public:
     Tensor forward(const Tensor& x) override { return relu(x); }
     std::string type_name() const override { return "ReLU"; }
+};
+
+class ReLU6 : public Module {
+public:
+    Tensor forward(const Tensor& x) override { return relu6(x); }
+    std::string type_name() const override { return "ReLU6"; }
 };
 
 class GELU : public Module {

@@ -1,12 +1,14 @@
-// core/ops/relu.cpp -- y = max(x, 0), and the residual block's y = max(a + b, 0) as one op.
+// core/ops/relu.cpp -- y = max(x, 0), the residual block's y = max(a + b, 0) as one op, and relu6.
 //
-// reference: torch.nn.functional.relu (add_relu: torch.relu(a + b)). docs: docs/back-razor.md (ReLU keeps 1 bit,
-// not the tensor), docs/ops.md "Fused ops".
+// reference: torch.nn.functional.relu (add_relu: torch.relu(a + b)), torch.nn.functional.relu6. docs:
+// docs/back-razor.md (ReLU keeps 1 bit, not the tensor), docs/ops.md "Fused ops".
 //
-// Saves: a 1-bit mask (y > 0) as SaveKind::Mask: n/8 bytes instead of PyTorch's 4n (it saves the result).
-//        That is all backward needs, and it leaves the next op free to save its own (possibly razored) input,
-//        so no dense copy of the activation stays on the tape. add_relu saves the same mask and nothing else.
-// Non-smooth point: at x == 0 the gradient is 0 (as PyTorch); a NaN input gives 0 (the comparison is false).
+// Saves: a 1-bit mask (y > 0; relu6: 0 < y < 6) as SaveKind::Mask: n/8 bytes instead of PyTorch's 4n (it saves the
+//        result, or for relu6 the input). That is all backward needs, and it leaves the next op free to save its own
+//        (possibly razored) input, so no dense copy of the activation stays on the tape. add_relu saves the same
+//        mask and nothing else.
+// Non-smooth points: at x == 0 (and relu6's x == 6) the gradient is 0, as PyTorch's; a NaN input gives 0 (the
+// comparisons are false).
 // One pass writes y and the mask words together (AVX-512: one compare gives 16 mask bits and the store mask).
 #include "core/ops/relu.h"
 
@@ -20,7 +22,9 @@
 namespace razor {
 namespace {
 
-// y = max(a + b, 0) (b null: max(a, 0)) and words = the bits of y > 0, 64 elements per word.
+// y = max(a + b, 0) (b null: max(a, 0)) and words = the bits of y > 0, 64 elements per word. kSix: y = min(max(a, 0),
+// 6) and the bits of 0 < a < 6.
+template <bool kSix = false>
 void relu_pass(const float* a, const float* b, float* y, uint64_t* words, int64_t n) {
     const int64_t num_words = (n + 63) / 64;
 #pragma omp parallel for schedule(static) if (n > (1 << 15))
@@ -32,22 +36,33 @@ void relu_pass(const float* a, const float* b, float* y, uint64_t* words, int64_
             const __mmask16 lanes = static_cast<__mmask16>(end - i >= 16 ? 0xffffu : (1u << (end - i)) - 1u);
             __m512 s = _mm512_maskz_loadu_ps(lanes, a + i);
             if (b) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(lanes, b + i));
-            const __mmask16 pos = _mm512_mask_cmp_ps_mask(lanes, s, _mm512_setzero_ps(), _CMP_GT_OQ);
-            _mm512_mask_storeu_ps(y + i, lanes, _mm512_maskz_mov_ps(pos, s));
+            __mmask16 pos = _mm512_mask_cmp_ps_mask(lanes, s, _mm512_setzero_ps(), _CMP_GT_OQ);
+            if constexpr (kSix) {
+                const __m512 six = _mm512_set1_ps(6.f);
+                _mm512_mask_storeu_ps(y + i, lanes, _mm512_maskz_mov_ps(pos, _mm512_min_ps(s, six)));
+                pos = _mm512_mask_cmp_ps_mask(pos, s, six, _CMP_LT_OQ);
+            } else {
+                _mm512_mask_storeu_ps(y + i, lanes, _mm512_maskz_mov_ps(pos, s));
+            }
             word |= static_cast<uint64_t>(pos) << (16 * q);
         }
 #else
         for (int64_t i = begin; i < end; ++i) {
             const float s = b ? a[i] + b[i] : a[i];
-            y[i] = s > 0.f ? s : 0.f;
-            word |= uint64_t{s > 0.f} << (i - begin);
+            if constexpr (kSix) {
+                y[i] = s > 0.f ? (s < 6.f ? s : 6.f) : 0.f;
+                word |= uint64_t{s > 0.f && s < 6.f} << (i - begin);
+            } else {
+                y[i] = s > 0.f ? s : 0.f;
+                word |= uint64_t{s > 0.f} << (i - begin);
+            }
         }
 #endif
         words[w] = word;
     }
 }
 
-// gx = g * 1[y > 0]            (N...) -- exact; add_relu returns the same gx for a and for b
+// gx = g * 1[y > 0]            (N...) -- exact; add_relu returns the same gx for a and for b; relu6: g * 1[0 < x < 6]
 struct ReluBackward final : Node {
     std::vector<Tensor> backward(const Tensor& g_in) override {
         const BitMask& mask = ctx.mask("mask");
@@ -99,6 +114,16 @@ Tensor relu_impl(const char* op, const Tensor& a_in, const Tensor* b_in) {
 }  // namespace
 
 Tensor relu(const Tensor& x) { return relu_impl("relu", x, nullptr); }
+
+Tensor relu6(const Tensor& x_in) {
+    if (x_in.dtype() != DType::F32) throw Error(fmt("relu6: expected an f32 tensor, got ", dtype_name(x_in.dtype())));
+    const Tensor x = x_in.contiguous();
+    Tensor y = Tensor::empty(x.shape());
+    BitMask mask(x.numel());
+    relu_pass<true>(x.f32(), nullptr, y.f32(), mask.words(), x.numel());
+    if (auto node = record<ReluBackward>("relu6", {x}, y)) node->ctx.save_mask("mask", std::move(mask), y.shape());
+    return y;
+}
 
 Tensor add_relu(const Tensor& a, const Tensor& b) { return relu_impl("add_relu", a, &b); }
 

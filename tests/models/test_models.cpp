@@ -36,6 +36,7 @@ const std::vector<ZooEntry>& zoo() {
         {"resnet18", "resnet18", {.image_size = 64}, 11'181'642},   // torchvision's 11,689,512 at 1000 classes
         {"resnet34", "resnet34", {.image_size = 64}, 21'289'802},   // 21,797,672
         {"resnet50", "resnet50", {.image_size = 64}, 23'528'522},   // 25,557,032
+        {"mobilenet_v2", "mobilenet_v2", {.image_size = 64}, 2'236'682},   // torchvision's 3,504,872 at 1000
         {"vit_b_16", "vit_b_16", {.image_size = 224}, 85'806'346},  // torchvision's 86,567,656 at 1000 classes
         {"vit_s_16", "vit_s_16", {.image_size = 224}, 21'669'514},
     };
@@ -138,13 +139,13 @@ TEST_CASE("models: the large models' logits have the right shape (no-grad forwar
 TEST_CASE("models: registry names and errors") {
     CHECK(models::model_names() == std::vector<std::string>{"mlp", "lenet5", "resnet20", "resnet32", "resnet56",
                                                            "resnet32x2", "vgg16_bn", "vgg19_bn", "resnet18",
-                                                           "resnet34", "resnet50", "vit_b_16", "vit_s_16",
-                                                           "vit_tiny"});
+                                                           "resnet34", "resnet50", "mobilenet_v2", "vit_b_16",
+                                                           "vit_s_16", "vit_tiny"});
     Generator gen(0);
     CHECK_THROWS_WITH_AS(models::make_model("resnet101", 10, gen),
                          doctest::Contains("make_model: unknown model 'resnet101'; valid names: mlp, lenet5, resnet20, "
                                            "resnet32, resnet56, resnet32x2, vgg16_bn, vgg19_bn, resnet18, resnet34, "
-                                           "resnet50, vit_b_16, vit_s_16, vit_tiny"),
+                                           "resnet50, mobilenet_v2, vit_b_16, vit_s_16, vit_tiny"),
                          Error);
     CHECK_THROWS_WITH_AS(models::make_model("vgg19_bn", 10, gen, {.in_channels = 1, .image_size = 28}),
                          doctest::Contains("needs 32x32 images, got 28x28"), Error);

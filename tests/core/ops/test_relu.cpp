@@ -31,6 +31,29 @@ TEST_CASE("relu: matches PyTorch") {
     check_close(x.grad(), fx.tensors.at("grad_x"), 0, 0, "relu grad");
 }
 
+TEST_CASE("relu6: gradcheck away from 0 and 6; saves a 1-bit mask; matches PyTorch") {
+    Tensor x = away_from(leaf(Tensor::from_vector({3, 37}, [] {   // 111 elements over [-3, 9): a partial mask word
+                             std::vector<float> v(111);
+                             for (size_t i = 0; i < v.size(); ++i) v[i] = -3.f + 12.f * static_cast<float>(i) / 111.f;
+                             return v;
+                         }())),
+                         {0.f, 6.f}, 0.05f);
+    gradcheck("relu6", [](const std::vector<Tensor>& in) { return relu6(in[0]); }, {x});
+
+    Tensor big = randn_leaf({8, 64}, 9);
+    Tensor y = relu6(big);
+    CHECK(TapeAccounting::instance().live().stored_bytes == 64);   // 512 bits
+    y.backward(Tensor::ones(y.shape()));
+    CHECK(TapeAccounting::instance().live().stored_bytes == 0);
+
+    SafeTensors fx = load_fixture("relu6");
+    Tensor xf = leaf(fx.tensors.at("x"));
+    Tensor yf = relu6(xf);
+    check_close(yf, fx.tensors.at("out"), 0, 0, "relu6 forward");
+    yf.backward(fx.tensors.at("grad_out"));
+    check_close(xf.grad(), fx.tensors.at("grad_x"), 0, 0, "relu6 grad");
+}
+
 TEST_CASE("add_relu: gradcheck away from 0, both inputs") {
     Tensor a = randn_leaf({3, 37}, 7), b = randn_leaf({3, 37}, 8);   // 111 elements: a partial last mask word
     {
