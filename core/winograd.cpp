@@ -33,19 +33,11 @@ bool small_map(int64_t H, int64_t W) { return (H / 2) * (W / 2) <= 16; }
 
 }  // namespace
 
-bool winograd_applies(int64_t KH, int64_t KW, int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w,
-                      int64_t dil_h, int64_t dil_w, int64_t groups, int64_t C, int64_t OC, int64_t H, int64_t W) {
-    const bool shape = KH == 3 && KW == 3 && stride_h == 1 && stride_w == 1 && pad_h == 1 && pad_w == 1 &&
-                       dil_h == 1 && dil_w == 1 && groups == 1 && H % 2 == 0 && W % 2 == 0;
-    // Where it is faster (one image, one thread, against conv2d's padded-window GEMM): the 16 GEMMs have K = C
-    // (and K = OC for gx), and below about 10 channels or 256 positions their fixed costs and the transforms
-    // outweigh the saved multiplies (3 -> 16 channels at 32x32: 17 us against 10 us direct; 16 -> 16 at 32x32:
-    // 39 against 47; 64 -> 64: 397 against 733).
+bool winograd_available() {
 #if defined(__AVX512F__)
-    return shape && std::min(C, OC) >= 10 && (H * W >= 256 || small_map(H, W));
+    return true;
 #else
-    (void)shape, (void)C, (void)OC;
-    return false;   // the transforms are AVX-512 kernels (conv2d's padded-window path needs AVX-512 as well)
+    return false;
 #endif
 }
 
@@ -421,11 +413,11 @@ void winograd_filter_grad(int64_t OC, int64_t C, const float* x, const float* gy
 #else
 void winograd_filter_grad(int64_t, int64_t, const float*, const float*, int64_t, int64_t, int64_t, bool, float*,
                           float*) {
-    throw Error("winograd_filter_grad: this build has no AVX-512 (winograd_applies() is false here)");
+    throw Error("winograd_filter_grad: this build has no AVX-512 (winograd_available() is false here)");
 }
 void winograd_conv3x3(const float*, int64_t, int64_t, const float*, int64_t, int64_t, int64_t, const float*, float*,
                       float*) {
-    throw Error("winograd_conv3x3: this build has no AVX-512 (winograd_applies() is false here); hint: call conv2d");
+    throw Error("winograd_conv3x3: this build has no AVX-512 (winograd_available() is false here); hint: call conv2d");
 }
 #endif
 

@@ -3,7 +3,7 @@
 // reference: Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks" (CVPR 2016), §4.1. docs: docs/ops.md
 // "conv2d: Winograd F(2x2, 3x3)".
 //
-// conv2d (core/ops/conv2d.cpp) runs its 3x3 pad-1 convs on maps with even H and W this way: forward (y from x), the
+// conv2d runs 3x3 pad-1 convs on maps with even H and W this way (core/conv_winograd.h): forward (y from x), the
 // input gradient (gx from gy, a 3x3 pad-1 conv with the filters flipped and in/out channels swapped) and the weight
 // gradient (the adjoint, below).
 //
@@ -28,11 +28,10 @@
 
 namespace razor::detail {
 
-// Whether conv2d takes this path: 3x3, stride 1, dilation 1, padding 1, one group, even H and W, and a shape where it
-// was measured faster (at least 10 input and output channels; at least 256 positions, or at most 16 tiles: 8x8 and
-// smaller). False in builds without AVX-512: the transforms are AVX-512 kernels.
-bool winograd_applies(int64_t KH, int64_t KW, int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w,
-                      int64_t dil_h, int64_t dil_w, int64_t groups, int64_t C, int64_t OC, int64_t H, int64_t W);
+// Whether this build has the kernels below: they are AVX-512 kernels, so false in builds without __AVX512F__ (there
+// winograd_conv3x3 and winograd_filter_grad throw). Which convs run them is select_algorithm's choice
+// (core/ops/conv2d.cpp); core/conv_winograd.h runs them over a batch.
+bool winograd_available();
 
 // u (16, OC, C) = G g G^T of each filter g = w[oc, c] (3x3), w (OC, C, 3, 3). With flip, the filters of the input
 // gradient instead: g = w[c', oc', ::-1, ::-1] for output channel c' and input channel oc' of that conv, w still

@@ -26,6 +26,13 @@ int64_t own_macs(const nn::Module& m, const Tensor& x, const Tensor& y) {
     return 0;
 }
 
+// The kernels conv2d chose for this call of the layer (conv_algorithms_str of select_algorithm).
+std::string conv_kernel(const nn::Conv2d& conv, const Tensor& x) {
+    const nn::Conv2dConfig& c = conv.config;
+    const Conv2dOptions o{{c.stride, c.stride}, {c.padding, c.padding}, {c.dilation, c.dilation}, c.groups};
+    return conv_algorithms_str(select_algorithm(conv2d_geometry(x.shape(), conv.weight.shape(), o)));
+}
+
 void collect(const nn::Module& m, const std::string& path, int depth, std::vector<LayerSummary>& out,
              std::map<std::string, size_t>& index) {
     LayerSummary row;
@@ -88,6 +95,7 @@ ModelSummary summarize(nn::Module& model, const Shape& input_shape, uint64_t see
             row.called = true;
             row.output = out.shape();
             row.macs += own_macs(m, in, out);
+            if (auto* conv = dynamic_cast<const nn::Conv2d*>(&m)) row.kernel = conv_kernel(*conv, in);
         });
         const Tensor y = model(x);   // the graph, and so the tape, lives until the end of this scope
         s.output = y.shape();
@@ -124,21 +132,22 @@ std::string format_summary(const ModelSummary& s) {
     const int64_t batch = s.input.empty() ? 1 : s.input[0];
     std::string out;
     char line[512];
-    std::snprintf(line, sizeof line, "%-34s %-20s %-18s %12s %11s %11s %11s\n", "module", "type", "output", "params",
-                  "FLOPs", "saved", "dense-eq");
+    std::snprintf(line, sizeof line, "%-34s %-20s %-18s %12s %11s %11s %11s  %s\n", "module", "type", "output",
+                  "params", "FLOPs", "saved", "dense-eq", "kernel");
     out += line;
-    out += std::string(123, '-') + "\n";
+    out += std::string(140, '-') + "\n";
     for (const auto& row : s.layers) {
         const std::string name = std::string(2 * row.depth, ' ') + (row.path.empty() ? "(model)" : row.path);
         const std::string shape = row.called ? shape_str(row.output) : "(not called)";
-        std::snprintf(line, sizeof line, "%-34s %-20s %-18s %12s %11s %11s %11s\n", name.c_str(), row.type.c_str(),
+        std::snprintf(line, sizeof line, "%-34s %-20s %-18s %12s %11s %11s %11s  %s\n", name.c_str(), row.type.c_str(),
                       shape.c_str(), row.params ? with_commas(row.params).c_str() : "-",
                       row.macs ? human(2.0 * row.macs).c_str() : "-",
                       row.saved_bytes ? format_bytes(row.saved_bytes).c_str() : "-",
-                      row.saved_dense_bytes ? format_bytes(row.saved_dense_bytes).c_str() : "-");
+                      row.saved_dense_bytes ? format_bytes(row.saved_dense_bytes).c_str() : "-",
+                      row.kernel.empty() ? "-" : row.kernel.c_str());
         out += line;
     }
-    out += std::string(123, '-') + "\n";
+    out += std::string(140, '-') + "\n";
     out += fmt("rows count what each module does itself (a container: its inline ops); FLOPs = 2 x MACs and tape "
                "bytes are for the batch of ", batch, "\n");
     char ratio[32];

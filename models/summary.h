@@ -14,6 +14,8 @@
 //   MultiheadAttention   its in-projection (B N x 3D x D) + the two attention products (2 B N^2 D); its
 //                        out_proj is a child Linear and counted there
 // Normalisation, activations, pooling, adds and softmax count 0.
+// A Conv2d row also names the kernel conv2d ran it with (select_algorithm, core/ops/conv2d.h): one name when the
+// forward, gx and gW share it, else the forward's and then "(gx ..., gW ...)".
 // Each row reports what the module itself owns or does, not its children ("own"): a container's row holds only
 // its inline ops (a residual add, a ReLU called as an op) and any parameters registered on it directly
 // (ViT's cls_token). The totals are the sums over all rows.
@@ -32,6 +34,7 @@ struct LayerSummary {
     int depth = 0;             // 0 for the model, 1 for its children, ...
     bool called = false;       // false when forward never ran it
     Shape output;              // of its last call
+    std::string kernel;        // Conv2d: conv2d's kernel for its last call ("winograd-f2x3"); "" for other modules
     int64_t params = 0;        // own parameters (elements)
     int64_t macs = 0;          // own forward MACs for the whole batch
     int64_t saved_bytes = 0;   // tape bytes attributed to exactly this path (as stored: masks at 1 bit)

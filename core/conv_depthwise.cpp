@@ -1,0 +1,98 @@
+// core/conv_depthwise.cpp -- depthwise conv kernels (see conv_depthwise.h).
+#include "core/conv_depthwise.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace razor::detail {
+
+bool conv2d_depthwise_supports(const ConvGeometry& g) { return g.groups == g.C; }
+
+void conv2d_depthwise_forward(const ConvGeometry& g, const float* x /*(N, C, H, W)*/,
+                              const float* w /*(OC, 1, KH, KW)*/, const float* b /*(OC) or null*/,
+                              float* y /*(N, OC, OH, OW)*/) {
+    const int64_t mult = g.OC / g.C, ohw = g.ohw(), OW = g.OW;
+#pragma omp parallel for collapse(2) schedule(static) if (g.N * g.OC * ohw * g.kk() > (1 << 15))
+    for (int64_t n = 0; n < g.N; ++n)
+        for (int64_t oc = 0; oc < g.OC; ++oc) {
+            const float* xp = x + (n * g.C + oc / mult) * g.hw();   // (H, W)
+            const float* wk = w + oc * g.kk();                       // (KH, KW)
+            float* yp = y + (n * g.OC + oc) * ohw;                   // (OH, OW)
+            std::fill(yp, yp + ohw, b ? b[oc] : 0.f);
+            for_each_tap(g, [&](const ConvTap& t) {   // y row oh += w[tap] * x row (oh*sh + ih0), strided by sw
+                const float wv = wk[t.kh * g.KW + t.kw];
+                for (int64_t oh = t.oh_lo; oh < t.oh_hi; ++oh) {
+                    const float* src = xp + (oh * g.sh + t.ih0) * g.W + t.iw0;
+                    float* dst = yp + oh * OW;
+                    if (g.sw == 1) {
+#pragma omp simd
+                        for (int64_t ow = t.ow_lo; ow < t.ow_hi; ++ow) dst[ow] += wv * src[ow];
+                    } else {
+                        for (int64_t ow = t.ow_lo; ow < t.ow_hi; ++ow) dst[ow] += wv * src[ow * g.sw];
+                    }
+                }
+            });
+        }
+}
+
+// y[n, oc, oh, ow] = b[oc] + sum_{kh,kw} w[oc, kh, kw] x[n, oc/mult, oh*sh - ph + kh*dh, ow*sw - pw + kw*dw], so:
+//   gx[n, ic, ih, iw] = sum over the (oc, kh, kw, oh, ow) that read it of w[oc, kh, kw] gy[n, oc, oh, ow]  -- exact
+//   gw[oc, kh, kw]    = sum over n, oh, ow of gy[n, oc, oh, ow] x[n, ic, ih, iw]   -- summed over the batch here
+//                       (each thread owns whole output channels); exact for a dense x
+void conv2d_depthwise_backward(const ConvGeometry& g, const float* x /*(N, C, H, W) or null*/,
+                               const float* w /*(OC, 1, KH, KW) or null*/, const float* gy /*(N, OC, OH, OW)*/,
+                               float* gx /*(N, C, H, W) or null*/, float* gw /*(OC, 1, KH, KW) or null*/) {
+    const int64_t mult = g.OC / g.C, ohw = g.ohw(), OW = g.OW, kk = g.kk();
+    [[maybe_unused]] const bool big = g.N * g.OC * ohw * kk > (1 << 15);
+    if (gx) {
+#pragma omp parallel for collapse(2) schedule(static) if (big)
+        for (int64_t n = 0; n < g.N; ++n)
+            for (int64_t ic = 0; ic < g.C; ++ic) {
+                float* gxp = gx + (n * g.C + ic) * g.hw();   // (H, W)
+                std::fill(gxp, gxp + g.hw(), 0.f);
+                for (int64_t oc = ic * mult; oc < (ic + 1) * mult; ++oc) {
+                    const float* gp = gy + (n * g.OC + oc) * ohw;   // (OH, OW)
+                    for_each_tap(g, [&](const ConvTap& t) {   // the adjoint: scatter gy row oh into gx row
+                        const float wv = w[oc * kk + t.kh * g.KW + t.kw];
+                        for (int64_t oh = t.oh_lo; oh < t.oh_hi; ++oh) {
+                            float* dst = gxp + (oh * g.sh + t.ih0) * g.W + t.iw0;
+                            const float* src = gp + oh * OW;
+                            if (g.sw != 1) {
+                                for (int64_t ow = t.ow_lo; ow < t.ow_hi; ++ow) dst[ow * g.sw] += wv * src[ow];
+                                continue;
+                            }
+#pragma omp simd
+                            for (int64_t ow = t.ow_lo; ow < t.ow_hi; ++ow) dst[ow] += wv * src[ow];
+                        }
+                    });
+                }
+            }
+    }
+    if (gw) {
+#pragma omp parallel for schedule(static) if (big)
+        for (int64_t oc = 0; oc < g.OC; ++oc) {
+            std::vector<double> acc(static_cast<size_t>(kk), 0.0);   // (KH, KW)
+            for (int64_t n = 0; n < g.N; ++n) {
+                const float* xp = x + (n * g.C + oc / mult) * g.hw();
+                const float* gp = gy + (n * g.OC + oc) * ohw;
+                for_each_tap(g, [&](const ConvTap& t) {   // one float sum per (n, tap), added up in double
+                    float s = 0.f;
+                    for (int64_t oh = t.oh_lo; oh < t.oh_hi; ++oh) {
+                        const float* src = xp + (oh * g.sh + t.ih0) * g.W + t.iw0;
+                        const float* gr = gp + oh * OW;
+                        if (g.sw == 1) {
+#pragma omp simd reduction(+ : s)
+                            for (int64_t ow = t.ow_lo; ow < t.ow_hi; ++ow) s += gr[ow] * src[ow];
+                        } else {
+                            for (int64_t ow = t.ow_lo; ow < t.ow_hi; ++ow) s += gr[ow] * src[ow * g.sw];
+                        }
+                    }
+                    acc[static_cast<size_t>(t.kh * g.KW + t.kw)] += s;
+                });
+            }
+            for (int64_t k = 0; k < kk; ++k) gw[oc * kk + k] = static_cast<float>(acc[static_cast<size_t>(k)]);
+        }
+    }
+}
+
+}  // namespace razor::detail
