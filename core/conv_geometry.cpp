@@ -25,13 +25,13 @@ int64_t batch_chunks(int64_t N) {
 }
 
 void gw_from_transposed(const ConvGeometry& g, const float* parts, int64_t stride, int64_t chunks, float* gw) {
-    const int64_t cgkk = g.Cg * g.kk();
-    for (int64_t gi = 0; gi < g.groups; ++gi)
-        for (int64_t o = 0; o < g.OCg; ++o)
+    const int64_t cgkk = g.Cg * g.kk(), groups = g.groups, OCg = g.OCg;
+    for (int64_t gi = 0; gi < groups; ++gi)
+        for (int64_t o = 0; o < OCg; ++o)
             for (int64_t r = 0; r < cgkk; ++r) {
                 float sum = 0.f;
-                for (int64_t c = 0; c < chunks; ++c) sum += parts[c * stride + (gi * cgkk + r) * g.OCg + o];
-                gw[(gi * g.OCg + o) * cgkk + r] = sum;
+                for (int64_t c = 0; c < chunks; ++c) sum += parts[c * stride + (gi * cgkk + r) * OCg + o];
+                gw[(gi * OCg + o) * cgkk + r] = sum;
             }
 }
 

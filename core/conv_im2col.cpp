@@ -65,7 +65,7 @@ void im2col(const ConvGeometry& g, const float* x /*(C, H, W)*/, float* col /*(C
     const int64_t OW = g.OW, base = oh0 * OW, cols = (oh1 - oh0) * OW;
     const bool shifted = shifted_rows(g);
     for (int64_t c = 0; c < g.C; ++c)
-        for_each_tap(g, [&](const ConvTap& t) {
+        for_each_tap(g, [=](const ConvTap& t) {   // by value: the bounds stay in registers across the stores
             int64_t lo, hi;
             tile_valid_rows(t, oh0, oh1, lo, hi);
             const int64_t ow_lo = t.ow_lo, ow_hi = t.ow_hi, iw0 = t.iw0;   // iw = ow*sw + iw0
@@ -111,7 +111,7 @@ void col2im(const ConvGeometry& g, float* gcol /*(C*KK, T)*/, int64_t ld, int64_
     const int64_t OW = g.OW, base = oh0 * OW;
     const bool shifted = shifted_rows(g);
     for (int64_t c = 0; c < g.C; ++c)
-        for_each_tap(g, [&](const ConvTap& t) {
+        for_each_tap(g, [=](const ConvTap& t) {   // by value: the bounds stay in registers across the stores
             int64_t lo, hi;
             tile_valid_rows(t, oh0, oh1, lo, hi);
             const int64_t ow_lo = t.ow_lo, ow_hi = t.ow_hi, iw0 = t.iw0;
