@@ -9,10 +9,11 @@
 // tape stored, and what a dense tape would have stored); peak_tensor_bytes is the tracking allocator's peak over the
 // timed steps (weights, gradients, optimizer state, activations, tape); peak_rss_bytes is the process's VmHWM.
 //
-// --keep K times one VR-PGE phase-A iteration instead (apps/vrpge_common.h; both sampled passes, estimator, joint
+// The steps are the training loop's own (train/steps.h: DenseStep, VrpgeStep), timed on one synthetic batch.
+// --keep K times one VR-PGE phase-A iteration instead (train/vrpge_trainer.h; both sampled passes, estimator, joint
 // clip, Adam on s, SGD on w, projection), every s at K and rho = K, compact channel execution; the same fields plus
 // keep, variant, align and flops_ratio (MACs of the sampled subnets over dense, per pass, averaged).
-// --razor R [--razor-values V] times the same step under Back Razor's save policy (apps/finetune.h,
+// --razor R [--razor-values V] times the same step under Back Razor's save policy (apps/razor_flags.h,
 // razor_policy_from_flags); the JSON line has the same fields plus "razor" and "razor_values", so a script compares
 // rows of a dense and a razor run directly (bench/backrazor/compare.py).
 #include <algorithm>
@@ -20,97 +21,116 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "apps/args.h"
 #include "apps/commands.h"
-#include "apps/finetune.h"
-#include "apps/vrpge_common.h"
+#include "apps/razor_flags.h"
 #include "core/core.h"
 #include "models/registry.h"
 #include "optim/sgd.h"
+#include "train/steps.h"
+#include "train/tape_meter.h"
 
 namespace razor::apps {
 
+namespace {
+
+struct BenchOptions {
+    std::string model;
+    int64_t batch = 128, steps = 10, warmup = 2, threads = 0, classes = 10, channels = 3, image_size = 32, seed = 0;
+    int64_t align = 0;
+    double keep = 0;
+    bool one_backward = false, json = false;
+    RazorFlags razor;
+};
+
+const FlagTable<BenchOptions>& bench_flags() {
+    using O = BenchOptions;
+    static const std::string model_help = models::model_names_joined();
+    static const FlagTable<O> table =
+        FlagTable<O>()
+            .text("model", "resnet20", model_help.c_str(), &O::model)
+            .integer("batch", "128", "images per step", &O::batch)
+            .integer("steps", "10", "timed steps (the median is reported)", &O::steps)
+            .integer("warmup", "2", "untimed steps first", &O::warmup)
+            .integer("threads", "0", "OpenMP threads (0 = all cores)", &O::threads)
+            .integer("classes", "10", "number of classes", &O::classes)
+            .integer("channels", "3", "input channels", &O::channels)
+            .integer("image-size", "32", "input height = width", &O::image_size)
+            .integer("seed", "0", "seed for init and the synthetic batch", &O::seed)
+            .real("keep", "0", "VR-PGE: time the sparse-training iteration at this channel keep ratio (0 = dense "
+                  "step)", &O::keep)
+            .boolean("one-backward", "VR-PGE: the cheaper variant (two forwards, one backward; not the reference)",
+                     &O::one_backward)
+            .integer("align", "0", "VR-PGE: round kept counts up to a multiple of this (changes the algorithm)",
+                     &O::align)
+            .family(razor_flag_family(), &O::razor)
+            .boolean("json", "print one JSON line (for scripts) instead of the table", &O::json);
+    return table;
+}
+
+}  // namespace
+
 int run_bench(const std::vector<std::string>& argv) {
-    Args args("bench", "time the training step (forward, backward, SGD momentum) on synthetic data");
-    args.flag("model", "resnet20", models::model_names_joined())
-        .flag("batch", "128", "images per step")
-        .flag("steps", "10", "timed steps (the median is reported)")
-        .flag("warmup", "2", "untimed steps first")
-        .flag("threads", "0", "OpenMP threads (0 = all cores)")
-        .flag("classes", "10", "number of classes")
-        .flag("channels", "3", "input channels")
-        .flag("image-size", "32", "input height = width")
-        .flag("seed", "0", "seed for init and the synthetic batch")
-        .flag("keep", "0", "VR-PGE: time the sparse-training iteration at this channel keep ratio (0 = dense step)")
-        .boolean("one-backward", "VR-PGE: the cheaper variant (two forwards, one backward; not the reference)")
-        .flag("align", "0", "VR-PGE: round kept counts up to a multiple of this (changes the algorithm)")
-        .flag("razor", "0", kRazorHelp)
-        .flag("razor-values", "fp32", kRazorValuesHelp)
-        .flag("razor-gelu", "d4", kRazorGeluHelp)
-        .flag("razor-bn", "dense", kRazorBnHelp)
-        .flag("razor-attn", "int8", kRazorAttnHelp)
-        .boolean("json", "print one JSON line (for scripts) instead of the table");
+    Args args = bench_flags().args("bench", "time the training step (forward, backward, SGD momentum) on synthetic data");
     args.parse(argv);
     if (args.help_requested()) {
         std::printf("%s", args.usage().c_str());
         return 0;
     }
-    const int64_t batch = args.integer("batch"), steps = args.integer("steps"), warmup = args.integer("warmup");
-    const int64_t threads = args.integer("threads"), classes = args.integer("classes");
-    if (batch < 1 || steps < 1 || warmup < 0 || threads < 0 || classes < 1)
+    const BenchOptions o = bench_flags().read(args);
+    const int64_t batch = o.batch, steps = o.steps, warmup = o.warmup, classes = o.classes;
+    if (batch < 1 || steps < 1 || warmup < 0 || o.threads < 0 || classes < 1)
         throw Error(fmt("razor bench: expected --batch >= 1, --steps >= 1, --warmup >= 0, --threads >= 0, --classes "
-                        ">= 1; got ", batch, ", ", steps, ", ", warmup, ", ", threads, ", ", classes));
-    const double razor = args.real("razor");
-    SavePolicyGuard save_policy(razor_policy_from_flags("razor bench", razor_flags(args)));
-    set_num_threads(static_cast<int>(threads));
+                        ">= 1; got ", batch, ", ", steps, ", ", warmup, ", ", o.threads, ", ", classes));
+    SavePolicyGuard save_policy(razor_policy_from_flags("razor bench", o.razor));
+    set_num_threads(static_cast<int>(o.threads));
 
-    const std::string name = args.str("model");
-    models::ModelOptions options{.in_channels = args.integer("channels"), .image_size = args.integer("image-size")};
-    Generator gen(static_cast<uint64_t>(args.integer("seed")));
+    const std::string& name = o.model;
+    models::ModelOptions options{.in_channels = o.channels, .image_size = o.image_size};
+    Generator gen(static_cast<uint64_t>(o.seed));
     auto model = models::make_model(name, classes, gen, options);
     optim::SGD opt(model->named_parameters(), {.lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true});
-    const double keep = args.real("keep");
+    const double keep = o.keep;
     if (keep < 0 || keep > 1) throw Error(fmt("razor bench: --keep must be in (0, 1] (0 = dense), got ", keep));
-    if (keep > 0 && razor > 0)
-        throw Error(fmt("razor bench: --keep ", keep, " and --razor ", razor, " time two different steps; hint: pass one of them"));
-    std::unique_ptr<VrpgeTrainer> vrpge;
+    if (keep > 0 && o.razor.ratio > 0)
+        throw Error(fmt("razor bench: --keep ", keep, " and --razor ", o.razor.ratio,
+                        " time two different steps; hint: pass one of them"));
+    std::unique_ptr<train::VrpgeTrainer> vrpge;
+    std::unique_ptr<train::Step> step;
     if (keep > 0) {
-        VrpgeTrainerOptions o;
-        o.s_init = static_cast<float>(keep);
-        o.adam.lr = 12e-3;
-        o.sgd = {.lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4};
-        o.step.rho = keep;
-        o.step.variant = args.on("one-backward") ? sparse::VrpgeVariant::OneBackward : sparse::VrpgeVariant::TwoBackward;
-        o.step.align = args.integer("align");
-        vrpge = std::make_unique<VrpgeTrainer>(model, o);
+        train::VrpgeTrainerOptions v;
+        v.s_init = static_cast<float>(keep);
+        v.adam.lr = 12e-3;
+        v.sgd = {.lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4};
+        v.step.rho = keep;
+        v.step.variant = o.one_backward ? sparse::VrpgeVariant::OneBackward : sparse::VrpgeVariant::TwoBackward;
+        v.step.align = o.align;
+        vrpge = std::make_unique<train::VrpgeTrainer>(model, v);
+        step = std::make_unique<train::VrpgeStep>(*vrpge, gen);
+    } else {
+        step = std::make_unique<train::DenseStep>(*model, opt, nullptr, train::DenseStepOptions{});
     }
     double flops_ratio = 0;
-    const Tensor x = Tensor::randn({batch, options.in_channels, options.image_size, options.image_size}, gen);
+    data::Batch b;
+    b.images = Tensor::randn({batch, options.in_channels, options.image_size, options.image_size}, gen);
     std::vector<int64_t> y(batch);
     for (auto& v : y) v = static_cast<int64_t>(gen.randint(static_cast<uint64_t>(classes)));
-    const Tensor labels = Tensor::from_vector_i64({batch}, y);
+    b.labels = Tensor::from_vector_i64({batch}, y);
 
     std::vector<double> ms;
     TapeTotals tape;
+    train::TapeMeter meter;
     int64_t os_allocations_at_warm = 0;   // tensor blocks the caching allocator had to take from the OS
     for (int64_t s = 0; s < warmup + steps; ++s) {
         if (s == warmup) reset_peak_memory(), os_allocations_at_warm = memory_stats().os_allocations;
-        TapeAccounting::instance().reset_peak();
+        meter.begin_step();
         const auto t0 = std::chrono::steady_clock::now();
-        if (vrpge) {
-            const double ratio = vrpge->step(x, labels, gen).cost_ratio;
-            if (s >= warmup) flops_ratio += ratio / steps;
-        } else {
-            opt.zero_grad();
-            Tensor loss = cross_entropy((*model)(x), labels);
-            loss.backward();
-            opt.step();
-        }
+        const train::StepResult r = step->run(b);
+        step->update();
         const double elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         if (s < warmup) continue;
         ms.push_back(elapsed);
-        const TapeTotals t = TapeAccounting::instance().peak();
-        if (t.stored_bytes > tape.stored_bytes) tape = t;
+        flops_ratio += r.metric("flops_ratio") / steps;
+        tape = train::larger(tape, meter.end_step());
     }
     std::vector<double> sorted = ms;
     std::sort(sorted.begin(), sorted.end());
@@ -135,17 +155,17 @@ int run_bench(const std::vector<std::string>& argv) {
                               {"cached_bytes", memory_stats().cached_bytes},
                               {"peak_rss_bytes", peak_rss_bytes()},
                               {"build", build_type()},
-                              {"razor", razor},
-                              {"razor_values", args.str("razor-values")},
-                              {"razor_gelu", args.str("razor-gelu")},
-                              {"razor_bn", args.str("razor-bn")},
-                              {"razor_attn", args.str("razor-attn")},
+                              {"razor", o.razor.ratio},
+                              {"razor_values", o.razor.values},
+                              {"razor_gelu", o.razor.gelu},
+                              {"razor_bn", o.razor.bn},
+                              {"razor_attn", o.razor.attn},
                               {"save_policy", active_save_policy().name()}};
     if (vrpge) {
-        j["keep"] = keep, j["variant"] = variant_name(vrpge->options.variant), j["align"] = vrpge->options.align;
+        j["keep"] = keep, j["variant"] = train::variant_name(vrpge->options.variant), j["align"] = vrpge->options.align;
         j["flops_ratio"] = flops_ratio;
     }
-    if (args.on("json")) {
+    if (o.json) {
         std::printf("%s\n", j.dump().c_str());
         return 0;
     }
@@ -157,7 +177,7 @@ int run_bench(const std::vector<std::string>& argv) {
                 static_cast<long long>(warmup));
     if (vrpge)
         std::printf("  VR-PGE iteration    keep %g, %s%s, sampled subnet MACs %.3fx dense per pass\n", keep,
-                    variant_name(vrpge->options.variant).c_str(),
+                    train::variant_name(vrpge->options.variant).c_str(),
                     vrpge->options.align ? fmt(", --align ", vrpge->options.align, " (changes the algorithm)").c_str() : "",
                     flops_ratio);
     std::printf("  step (median)       %.1f ms   (min %.1f, max %.1f)\n", median, sorted.front(), sorted.back());

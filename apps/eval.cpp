@@ -12,18 +12,20 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/args.h"
-#include "apps/checkpoint.h"
 #include "apps/commands.h"
-#include "apps/train_common.h"
 #include "core/core.h"
 #include "models/registry.h"
+#include "train/checkpoint.h"
+#include "train/data_splits.h"
+#include "train/evaluate.h"
 
 namespace razor::apps {
+using train::Checkpoint;
 
 namespace {
 std::vector<float> floats_of(const std::string& text) {
     std::vector<float> out;
-    for (double v : parse_number_list("razor eval", "normalize (checkpoint metadata)", text))
+    for (double v : train::parse_number_list("razor eval", "normalize (checkpoint metadata)", text))
         out.push_back(static_cast<float>(v));
     return out;
 }
@@ -52,7 +54,7 @@ int run_eval(const std::vector<std::string>& argv) {
                         args.usage()));
     set_num_threads(static_cast<int>(threads));
 
-    const Checkpoint ck = open_checkpoint(args.str("checkpoint"), /*model_only=*/true);
+    const Checkpoint ck = train::open_checkpoint(args.str("checkpoint"), /*model_only=*/true);
     auto meta = [&](const char* key, const std::string& fallback) {
         auto it = ck.model_metadata.find(key);
         return it == ck.model_metadata.end() || it->second.empty() ? fallback : it->second;
@@ -62,7 +64,7 @@ int run_eval(const std::vector<std::string>& argv) {
         throw Error(fmt("razor eval: the checkpoint names no model; hint: pass --model (razor info --list)"));
     const std::string dataset = args.given("dataset") ? args.str("dataset") : meta("dataset", "cifar10");
     const bool stored_norm = ck.model_metadata.count("normalize_mean") && ck.model_metadata.count("normalize_std");
-    DataSplits data = load_splits("razor eval", dataset, args.str("data"), args.str("classes"),
+    train::DataSplits data = train::load_splits("razor eval", dataset, args.str("data"), args.str("classes"),
                                   /*need_train=*/!stored_norm && dataset == "folder");
     if (stored_norm) data.mean = floats_of(meta("normalize_mean", "")), data.std = floats_of(meta("normalize_std", ""));
     const Shape image = data.test.image_shape();
@@ -71,7 +73,7 @@ int run_eval(const std::vector<std::string>& argv) {
     Generator gen(0);
     // A sparse-train subnetwork stores its per-conv widths (models::ModelOptions::widths).
     std::vector<int64_t> widths;
-    for (double w : parse_number_list("razor eval", "widths (checkpoint metadata)", meta("widths", "")))
+    for (double w : train::parse_number_list("razor eval", "widths (checkpoint metadata)", meta("widths", "")))
         widths.push_back(static_cast<int64_t>(w));
     auto model = models::make_model(model_name, K, gen,
                                     {.in_channels = image[0], .image_size = image[1], .widths = widths});
@@ -81,7 +83,7 @@ int run_eval(const std::vector<std::string>& argv) {
         throw Error(fmt("razor eval: the checkpoint in ", ck.folder, " does not fit --model ", model_name, " with ", K,
                         " classes and ", shape_str(image), " images: ", e.what()));
     }
-    const EvalResult r = evaluate(*model, data.test, data.mean, data.std, batch);
+    const train::EvalResult r = train::evaluate(*model, data.test, data.mean, data.std, batch);
 
     auto class_name = [&](int64_t k) {
         return k < static_cast<int64_t>(data.test.classes.size()) ? data.test.classes[k] : fmt("class ", k);

@@ -15,8 +15,8 @@
 
 #include "apps/args.h"
 #include "apps/commands.h"
-#include "apps/finetune.h"
-#include "apps/plot.h"
+#include "apps/razor_flags.h"
+#include "train/plot.h"
 #include "core/core.h"
 #include "models/registry.h"
 #include "models/summary.h"
@@ -48,12 +48,12 @@ void write_tape_files(const models::ModelSummary& s, const std::string& stem, co
     std::vector<std::pair<std::string, std::pair<double, double>>> ops(by_op.begin(), by_op.end());
     std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
     std::vector<std::string> categories;
-    BarSeries dense{"dense-equivalent", {}}, stored{"stored", {}};
+    train::BarSeries dense{"dense-equivalent", {}}, stored{"stored", {}};
     for (const auto& [op, v] : ops) categories.push_back(op), dense.values.push_back(v.first), stored.values.push_back(v.second);
     categories.push_back("total");
     dense.values.push_back(s.saved_dense_bytes / 1048576.0);
     stored.values.push_back(s.saved_bytes / 1048576.0);
-    write_svg_bars(stem + ".svg", title, "MiB", categories, {dense, stored});
+    train::write_svg_bars(stem + ".svg", title, "MiB", categories, {dense, stored});
 }
 
 }  // namespace
@@ -66,13 +66,9 @@ int run_info(const std::vector<std::string>& argv) {
         .flag("channels", "3", "input channels")
         .flag("image-size", "32", "input height = width (28 for MNIST-style mlp / lenet5)")
         .flag("depth", "0", "vit_tiny: number of transformer blocks (0 = 12)")
-        .flag("threads", "0", "OpenMP threads (0 = all cores)")
-        .flag("razor", "0", fmt(kRazorHelp, "; prints the tape breakdown"))
-        .flag("razor-values", "fp32", kRazorValuesHelp)
-        .flag("razor-gelu", "d4", kRazorGeluHelp)
-        .flag("razor-bn", "dense", kRazorBnHelp)
-        .flag("razor-attn", "int8", kRazorAttnHelp)
-        .boolean("tape", "print the tape breakdown (per module and op: stored vs dense-equivalent) for the dense tape")
+        .flag("threads", "0", "OpenMP threads (0 = all cores)");
+    for (const FlagSpec& f : razor_flag_family().specs()) args.flag(f.name, f.value, f.help);   // --razor R: the breakdown
+    args.boolean("tape", "print the tape breakdown (per module and op: stored vs dense-equivalent) for the dense tape")
         .flag("out", "runs/info", "folder for the tape breakdown's CSV and SVG (with --razor or --tape)")
         .boolean("list", "print the model names and exit");
     args.parse(argv);
@@ -86,8 +82,9 @@ int run_info(const std::vector<std::string>& argv) {
     }
     const int64_t batch = args.integer("batch"), classes = args.integer("classes");
     if (batch < 1) throw Error(fmt("razor info: --batch must be >= 1, got ", batch));
-    const double razor = args.real("razor");
-    SavePolicyGuard save_policy(razor_policy_from_flags("razor info", razor_flags(args)));
+    const RazorFlags razor_flags = razor_flag_family().read(args);
+    const double razor = razor_flags.ratio;
+    SavePolicyGuard save_policy(razor_policy_from_flags("razor info", razor_flags));
     const bool tape = razor > 0 || args.on("tape");
     set_num_threads(static_cast<int>(args.integer("threads")));
 
@@ -113,8 +110,8 @@ int run_info(const std::vector<std::string>& argv) {
                 static_cast<long long>(batch), models::format_tape(summary).c_str());
     char tag[64];
     if (razor > 0) {
-        const std::string gelu = args.str("razor-gelu"), attn = args.str("razor-attn");
-        std::snprintf(tag, sizeof tag, "r%.2f-%s%s%s", razor, args.str("razor-values").c_str(),
+        const std::string gelu = razor_flags.gelu, attn = razor_flags.attn;
+        std::snprintf(tag, sizeof tag, "r%.2f-%s%s%s", razor, razor_flags.values.c_str(),
                       gelu == "d4" ? "" : ("-gelu-" + gelu).c_str(), attn == "int8" ? "" : ("-attn-" + attn).c_str());
     } else {
         std::snprintf(tag, sizeof tag, "dense");

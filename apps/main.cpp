@@ -11,7 +11,7 @@
 #include "core/check.h"
 
 namespace {
-const char* kUsage =
+const char* const kUsage =
     "usage: razor <command> [flags]      (razor <command> --help for its flags)\n"
     "\n"
     "commands:\n"

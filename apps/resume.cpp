@@ -3,10 +3,9 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 
-#include "apps/train_state.h"
+#include "train/train_state.h"
 #include "core/check.h"
 #include "core/safetensors.h"
 
@@ -39,7 +38,7 @@ bool same_flag_value(const std::string& a, const std::string& b) {
 std::vector<std::string> reconcile_flags(const std::string& command, const std::vector<FlagSpec>& specs,
                                          const Args& given, const std::string& config_json,
                                          const std::string& resume, const std::string& root) {
-    const std::map<std::string, std::string> stored = parse_run_config(config_json, fmt(command, ": ", resume));
+    const std::map<std::string, std::string> stored = train::parse_run_config(config_json, fmt(command, ": ", resume));
     std::vector<std::string> argv;
     for (const auto& f : specs) {
         const std::string name = f.name;
@@ -63,36 +62,37 @@ std::vector<std::string> reconcile_flags(const std::string& command, const std::
     return argv;
 }
 
-std::vector<nlohmann::json> trim_log(const std::string& path,
-                                     const std::function<bool(const nlohmann::json&)>& keep) {
-    std::vector<nlohmann::json> kept;
-    std::string text;
-    if (keep && fs::exists(path)) {
-        std::ifstream in(path);
-        std::string line;
-        while (std::getline(in, line)) {
-            if (line.empty()) continue;
-            nlohmann::json j;
-            try {
-                j = nlohmann::json::parse(line);
-            } catch (const nlohmann::json::exception&) {
-                continue;   // a torn last line from a killed run
-            }
-            if (!j.is_object() || !keep(j)) continue;
-            kept.push_back(j);
-            text += line + "\n";
-        }
-    }
-    const fs::path parent = fs::path(path).parent_path();
-    if (!parent.empty()) fs::create_directories(parent);
-    write_file_atomic(path, text);
-    return kept;
-}
-
-ResumedRun resumed_run(const Checkpoint& checkpoint) {
+ResumedRun resumed_run(const train::Checkpoint& checkpoint) {
     const auto config = checkpoint.train_metadata.find("config");
     const std::string root = std::filesystem::path(checkpoint.folder).parent_path().string();
     return {config == checkpoint.train_metadata.end() ? "" : config->second, root.empty() ? "." : root};
+}
+
+RunStart start_run(const std::string& command, const std::vector<FlagSpec>& specs, Args& parsed,
+                   const std::string& written_by, const std::string& wrong_hint) {
+    RunStart start;
+    const std::string resume = parsed.str("resume");
+    if (resume.empty()) return start;
+    start.resuming = true;
+    start.resumed = train::open_checkpoint(resume);
+    if (!written_by.empty()) {
+        auto it = start.resumed.train_metadata.find("command");
+        if (it == start.resumed.train_metadata.end() || it->second != written_by)
+            throw Error(fmt(command, ": ", start.resumed.folder, " was not written by razor ", written_by, wrong_hint));
+    }
+    const ResumedRun run = resumed_run(start.resumed);
+    const std::vector<std::string> argv = reconcile_flags(command, specs, parsed, run.config_json, resume, run.root);
+    parsed.parse(argv);
+    return start;
+}
+
+void refuse_used_out(const std::string& command, const std::string& out, bool overwrite,
+                     const std::vector<std::string>& markers) {
+    if (overwrite) return;
+    for (const std::string& m : markers)
+        if (fs::exists(fs::path(out) / m))
+            throw Error(fmt(command, ": ", out, " already holds a run (", out, "/", m, "); hint: continue it with "
+                            "--resume ", out, ", pick another --out, or pass --overwrite to start over"));
 }
 
 }  // namespace razor::apps

@@ -1,19 +1,19 @@
 // apps/resume.h -- what the commands that continue a killed or stopped run share (razor train, finetune and
 // sparse-train --resume): a flag table that says which flags may change on resume, reconciling the flags given now
-// with the ones the checkpoint recorded, and trimming the JSONL log back to what the checkpoint holds.
+// with the ones the checkpoint recorded, and the run-folder preamble (resume, or refuse a used --out). The log's
+// trim is train/run_log.h.
 //
 // reference: a PyTorch script's resume block (args from the checkpoint, then the log truncated to the saved epoch).
-// docs: docs/cli.md "Checkpoints", docs/reliability.md. The checkpoint files themselves: apps/checkpoint.h (atomic
-// writes) and apps/train_state.h (checked readers).
+// docs: docs/cli.md "Checkpoints", docs/reliability.md. The checkpoint files themselves: train/checkpoint.h (atomic
+// writes) and train/train_state.h (checked readers).
 #pragma once
 
-#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "apps/args.h"
-#include "apps/checkpoint.h"
+#include "train/checkpoint.h"
 
 namespace razor::apps {
 
@@ -44,13 +44,23 @@ std::vector<std::string> reconcile_flags(const std::string& command, const std::
 struct ResumedRun {
     std::string config_json, root;
 };
-ResumedRun resumed_run(const Checkpoint& checkpoint);
+ResumedRun resumed_run(const train::Checkpoint& checkpoint);
 
 // Whether two flag values are the same: equal strings, or the same number.
 bool same_flag_value(const std::string& a, const std::string& b);
 
-// Rewrites the JSONL log at `path` (atomically) keeping only the entries `keep` accepts, in order, and returns them;
-// `keep` empty (a fresh run) leaves an empty log. Unparsable lines (a torn last line of a killed run) are dropped.
-std::vector<nlohmann::json> trim_log(const std::string& path, const std::function<bool(const nlohmann::json&)>& keep);
+// The run-folder preamble of razor train, finetune and sparse-train, declared once. With --resume (in `parsed`):
+// opens the checkpoint, refuses one another command wrote (`written_by` non-empty: its train metadata "command" must
+// equal it, else the error says `wrong_hint`), and re-parses the checkpoint's flags reconciled with those given
+// (reconcile_flags) into `parsed`. Without: refuses an `out` that holds any of `markers` (last/, last.old/, ...)
+// unless `overwrite`. `command` prefixes errors ("razor train").
+struct RunStart {
+    bool resuming = false;
+    train::Checkpoint resumed;   // what --resume opened
+};
+RunStart start_run(const std::string& command, const std::vector<FlagSpec>& specs, Args& parsed,
+                   const std::string& written_by = "", const std::string& wrong_hint = "");
+void refuse_used_out(const std::string& command, const std::string& out, bool overwrite,
+                     const std::vector<std::string>& markers = {"last", "last.old"});
 
 }  // namespace razor::apps

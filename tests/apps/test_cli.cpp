@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/apps_support.h"
-#include "apps/checkpoint.h"
+#include "train/checkpoint.h"
 #include "apps/commands.h"
 #include "core/core.h"
 #include "models/registry.h"
@@ -38,7 +38,7 @@ void check_same_state(const std::map<std::string, Tensor>& a, const std::map<std
     }
 }
 
-int train(std::vector<std::string> args) {
+int train_cli(std::vector<std::string> args) {
     int rc = 0;
     test::capture_stdout([&] { rc = test::run_command(apps::run_train, args); });
     return rc;
@@ -87,14 +87,14 @@ TEST_CASE("razor train: bad flags and values are refused with the flag named") {
     };
     for (const auto& [extra, message] : cases) {
         INFO("flags: ", extra[0], " ", extra.size() > 1 ? extra[1] : "");
-        CHECK_THROWS_WITH_AS(train(plus(base, extra)), Contains(message.c_str()), Error);
+        CHECK_THROWS_WITH_AS(train_cli(plus(base, extra)), Contains(message.c_str()), Error);
     }
     // a dataset folder without the files: the path and the missing files are named, with a hint
     fs::create_directories(tmp / "empty");
-    CHECK_THROWS_WITH_AS(train(plus(base, {"--data", tmp / "empty"})), Contains("data_batch_1.bin"), Error);
-    CHECK_THROWS_WITH_AS(train(plus(base, {"--data", tmp / "empty"})), Contains("hint"), Error);
-    CHECK_THROWS_WITH_AS(train({"--out", tmp / "run"}), Contains("--data is required"), Error);
-    CHECK_THROWS_WITH_AS(train(plus(base, {"--resume", tmp / "nothing"})), Contains("does not exist"), Error);
+    CHECK_THROWS_WITH_AS(train_cli(plus(base, {"--data", tmp / "empty"})), Contains("data_batch_1.bin"), Error);
+    CHECK_THROWS_WITH_AS(train_cli(plus(base, {"--data", tmp / "empty"})), Contains("hint"), Error);
+    CHECK_THROWS_WITH_AS(train_cli({"--out", tmp / "run"}), Contains("--data is required"), Error);
+    CHECK_THROWS_WITH_AS(train_cli(plus(base, {"--resume", tmp / "nothing"})), Contains("does not exist"), Error);
     CHECK(!fs::exists(tmp / "run/last"));
 }
 
@@ -102,7 +102,7 @@ TEST_CASE("checkpoint: a consistent pair, switched atomically; last.old is the f
     test::TempDir tmp("ckpt");
     const std::string root = tmp / "run";
     auto make = [](float v) {
-        apps::Checkpoint c;
+        train::Checkpoint c;
         c.model["w"] = Tensor::full({2, 3}, v);
         c.model["bn.num_batches_tracked"] = Tensor::from_vector_i64({}, {7});
         c.model_metadata["model"] = "toy";
@@ -111,10 +111,10 @@ TEST_CASE("checkpoint: a consistent pair, switched atomically; last.old is the f
         c.train_metadata["config"] = "{}";
         return c;
     };
-    apps::save_checkpoint(root, "last", make(1));
-    apps::save_checkpoint(root, "last", make(2));
+    train::save_checkpoint(root, "last", make(1));
+    train::save_checkpoint(root, "last", make(2));
     CHECK(!fs::exists(root + "/last.old"));   // removed once the switch is done
-    apps::Checkpoint got = apps::load_checkpoint(root);
+    train::Checkpoint got = train::load_checkpoint(root);
     check_same_state(got.model, make(2).model);
     check_same_state(got.train_state, make(2).train_state);
     CHECK(got.model_metadata.at("model") == "toy");
@@ -125,31 +125,31 @@ TEST_CASE("checkpoint: a consistent pair, switched atomically; last.old is the f
     // A crash between "last -> last.old" and "tmp -> last": only last.old exists. Loading falls back to it, and the
     // next save completes the switch.
     fs::rename(root + "/last", root + "/last.old");
-    got = apps::load_checkpoint(root);
+    got = train::load_checkpoint(root);
     CHECK(got.folder == root + "/last.old");
     check_same_state(got.model, make(2).model);
-    CHECK(apps::open_checkpoint(root).folder == root + "/last.old");
-    apps::save_checkpoint(root, "last", make(3));
+    CHECK(train::open_checkpoint(root).folder == root + "/last.old");
+    train::save_checkpoint(root, "last", make(3));
     CHECK(!fs::exists(root + "/last.old"));
-    check_same_state(apps::load_checkpoint(root).model, make(3).model);
+    check_same_state(train::load_checkpoint(root).model, make(3).model);
 
     // An incomplete last next to a good last.old: last.old is used, and a save never deletes the good copy first.
     fs::copy(root + "/last", root + "/last.old", fs::copy_options::recursive);
-    fs::remove(root + "/last/" + apps::kTrainStateFile);
-    got = apps::load_checkpoint(root);
+    fs::remove(root + "/last/" + train::kTrainStateFile);
+    got = train::load_checkpoint(root);
     CHECK(got.folder == root + "/last.old");
-    apps::save_checkpoint(root, "last", make(4));
-    check_same_state(apps::load_checkpoint(root).model, make(4).model);
+    train::save_checkpoint(root, "last", make(4));
+    check_same_state(train::load_checkpoint(root).model, make(4).model);
 
     // Files from two different saves do not make a checkpoint.
-    apps::save_checkpoint(tmp / "other", "last", make(5));
+    train::save_checkpoint(tmp / "other", "last", make(5));
     fs::copy_file(tmp / "other/last/model.safetensors", root + "/last/model.safetensors",
                   fs::copy_options::overwrite_existing);
-    CHECK_THROWS_WITH_AS(apps::load_checkpoint(root), Contains("were not written together"), Error);
-    CHECK_THROWS_WITH_AS(apps::load_checkpoint(tmp / "none"), Contains("no checkpoint in"), Error);
+    CHECK_THROWS_WITH_AS(train::load_checkpoint(root), Contains("were not written together"), Error);
+    CHECK_THROWS_WITH_AS(train::load_checkpoint(tmp / "none"), Contains("no checkpoint in"), Error);
     // a lone model file opens for eval, not for resume
-    CHECK(apps::open_checkpoint(tmp / "other/last/model.safetensors", true).model.count("w"));
-    CHECK_THROWS_WITH_AS(apps::open_checkpoint(tmp / "other/last/model.safetensors"), Contains("is a file"), Error);
+    CHECK(train::open_checkpoint(tmp / "other/last/model.safetensors", true).model.count("w"));
+    CHECK_THROWS_WITH_AS(train::open_checkpoint(tmp / "other/last/model.safetensors"), Contains("is a file"), Error);
 }
 
 TEST_CASE("razor train: 2 epochs == 1 epoch + resume + 1 epoch, bit for bit; eval agrees; outputs") {
@@ -158,14 +158,14 @@ TEST_CASE("razor train: 2 epochs == 1 epoch + resume + 1 epoch, bit for bit; eva
     test::write_fake_cifar10(d, 8, 20);
     const std::string a = tmp / "a", b = tmp / "b";
 
-    REQUIRE(train(tiny_flags(d, a)) == 0);
-    REQUIRE(train(plus(tiny_flags(d, b), {"--stop-after", "1"})) == 0);
+    REQUIRE(train_cli(tiny_flags(d, a)) == 0);
+    REQUIRE(train_cli(plus(tiny_flags(d, b), {"--stop-after", "1"})) == 0);
     CHECK(test::read_jsonl(b + "/log.jsonl").size() == 1);
-    CHECK(apps::load_checkpoint(b).train_metadata.at("epoch") == "1");
+    CHECK(train::load_checkpoint(b).train_metadata.at("epoch") == "1");
     // resume with only the flags that may change (the rest comes from the checkpoint)
-    REQUIRE(train({"--resume", b, "--data", d, "--threads", "1"}) == 0);
+    REQUIRE(train_cli({"--resume", b, "--data", d, "--threads", "1"}) == 0);
 
-    const apps::Checkpoint ca = apps::load_checkpoint(a), cb = apps::load_checkpoint(b);
+    const train::Checkpoint ca = train::load_checkpoint(a), cb = train::load_checkpoint(b);
     check_same_state(ca.model, cb.model);
     check_same_state(ca.train_state, cb.train_state);
     CHECK(ca.train_state.at("step").to_vector_i64()[0] == 6);
@@ -185,21 +185,21 @@ TEST_CASE("razor train: 2 epochs == 1 epoch + resume + 1 epoch, bit for bit; eva
         CHECK_MESSAGE(la[1].contains(key), key);
     CHECK(la[1]["tape_bytes"].get<int64_t>() > 0);
     CHECK(fs::exists(a + "/curves.svg"));
-    CHECK(fs::exists(a + "/best/" + apps::kModelFile));
+    CHECK(fs::exists(a + "/best/" + train::kModelFile));
     // PyTorch key names and dtypes in model.safetensors
-    const SafeTensors st = load_safetensors(a + "/last/" + apps::kModelFile);
+    const SafeTensors st = load_safetensors(a + "/last/" + train::kModelFile);
     CHECK(st.tensors.count("layer1.0.conv1.weight"));
     CHECK(st.tensors.at("bn1.num_batches_tracked").dtype() == DType::I64);
     CHECK(st.tensors.at("bn1.num_batches_tracked").to_vector_i64()[0] == 6);
     CHECK(st.metadata.at("model") == "resnet20");
 
     // a flag that changes the computation may not change on resume; a finished run has nothing to do
-    CHECK_THROWS_WITH_AS(train({"--resume", b, "--data", d, "--lr", "0.05"}), Contains("differs from the resumed run"),
+    CHECK_THROWS_WITH_AS(train_cli({"--resume", b, "--data", d, "--lr", "0.05"}), Contains("differs from the resumed run"),
                          Error);
-    CHECK(train({"--resume", b, "--data", d, "--threads", "1"}) == 0);
+    CHECK(train_cli({"--resume", b, "--data", d, "--threads", "1"}) == 0);
     CHECK(test::read_jsonl(b + "/log.jsonl").size() == 2);
     // a new run into a used folder is refused
-    CHECK_THROWS_WITH_AS(train(tiny_flags(d, a)), Contains("already holds a run"), Error);
+    CHECK_THROWS_WITH_AS(train_cli(tiny_flags(d, a)), Contains("already holds a run"), Error);
 
     // eval reproduces train's last test accuracy and loss exactly (same weights, data, normalisation, batches)
     std::string out = test::capture_stdout([&] {
@@ -236,14 +236,14 @@ TEST_CASE("razor train: a non-finite loss stops the run, naming epoch and step, 
     const std::string out = tmp / "run";
     const std::vector<std::string> flags = {"--model", "resnet20", "--data", d, "--out", out, "--batch", "10",
                                             "--epochs", "1", "--threads", "1", "--sched", "none", "--eval-every", "0"};
-    REQUIRE(train(flags) == 0);
-    const std::string before = read_file(out + "/last/" + std::string(apps::kModelFile));
-    CHECK_THROWS_WITH_AS(train(plus(flags, {"--overwrite", "--lr", "1e35", "--wd", "0"})),
+    REQUIRE(train_cli(flags) == 0);
+    const std::string before = read_file(out + "/last/" + std::string(train::kModelFile));
+    CHECK_THROWS_WITH_AS(train_cli(plus(flags, {"--overwrite", "--lr", "1e35", "--wd", "0"})),
                          Contains("at epoch 1 step 2/2"), Error);
-    CHECK_THROWS_WITH_AS(train(plus(flags, {"--overwrite", "--lr", "1e35", "--wd", "0"})), Contains("hint: lower --lr"),
+    CHECK_THROWS_WITH_AS(train_cli(plus(flags, {"--overwrite", "--lr", "1e35", "--wd", "0"})), Contains("hint: lower --lr"),
                          Error);
-    CHECK(read_file(out + "/last/" + std::string(apps::kModelFile)) == before);
-    CHECK(apps::load_checkpoint(out).train_metadata.at("epoch") == "1");
+    CHECK(read_file(out + "/last/" + std::string(train::kModelFile)) == before);
+    CHECK(train::load_checkpoint(out).train_metadata.at("epoch") == "1");
 }
 
 TEST_CASE("razor bench: one JSON line with the timing and memory fields") {

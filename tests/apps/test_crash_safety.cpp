@@ -25,7 +25,7 @@
 #include <thread>
 
 #include "apps/apps_support.h"
-#include "apps/checkpoint.h"
+#include "train/checkpoint.h"
 #include "core/core.h"
 #include "models/registry.h"
 
@@ -36,9 +36,9 @@ namespace fs = std::filesystem;
 namespace {
 
 // State i: resnet20 weights from seed i (1.1 MB) and a train state with a momentum-sized buffer and the epoch.
-apps::Checkpoint make_state(int i) {
+train::Checkpoint make_state(int i) {
     Generator gen(static_cast<uint64_t>(i));
-    apps::Checkpoint c;
+    train::Checkpoint c;
     c.model = models::make_model("resnet20", 10, gen)->state_dict();
     for (auto& [k, t] : c.model) t = t.clone();   // own the storage: no aliasing of a model that goes away
     c.model_metadata = {{"epoch", fmt(i)}};
@@ -53,12 +53,12 @@ apps::Checkpoint make_state(int i) {
 int kill_writer_repeatedly(int kills, uint64_t seed) {
     test::TempDir tmp(fmt("kill_writer_", seed));
     const std::string root = tmp / "run";
-    std::vector<apps::Checkpoint> states;
+    std::vector<train::Checkpoint> states;
     for (int i = 0; i < 4; ++i) states.push_back(make_state(i));
     // There is always a previous checkpoint; its save time (fsyncs included, on this disk under this load) sets the
     // window the kills are drawn from: 0 to 3 saves, so kills land in every phase of the first few saves.
     const auto t0 = std::chrono::steady_clock::now();
-    apps::save_checkpoint(root, "last", states[0]);
+    train::save_checkpoint(root, "last", states[0]);
     const int64_t save_us = std::max<int64_t>(
         1000, std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
 
@@ -73,7 +73,7 @@ int kill_writer_repeatedly(int kills, uint64_t seed) {
         if (pid == 0) {   // the writer: saves the states in turn until killed (file I/O only, no OpenMP)
             for (int i = round;; ++i) {
                 try {
-                    apps::save_checkpoint(root, "last", states[static_cast<size_t>(i % 4)]);
+                    train::save_checkpoint(root, "last", states[static_cast<size_t>(i % 4)]);
                 } catch (...) {
                     ::_exit(3);
                 }
@@ -95,8 +95,8 @@ int kill_writer_repeatedly(int kills, uint64_t seed) {
         const bool switching = fs::exists(root + "/last.old") && !old_before;
         in_write += writing ? 1 : 0;
         in_switch += switching ? 1 : 0;
-        apps::Checkpoint got;
-        REQUIRE_NOTHROW(got = apps::load_checkpoint(root));   // never unloadable
+        train::Checkpoint got;
+        REQUIRE_NOTHROW(got = train::load_checkpoint(root));   // never unloadable
         const int e = std::stoi(got.model_metadata.at("epoch"));
         REQUIRE(e >= 0);
         REQUIRE(e < 4);
@@ -109,7 +109,7 @@ int kill_writer_repeatedly(int kills, uint64_t seed) {
     MESSAGE(kills, " SIGKILLs (one save: ", save_us / 1000.0, " ms): ", in_write, " while writing the files, ",
             in_switch, " during the folder switch; ", seen.size(), " different states found; all loaded");
     // the next save cleans up what the killed writers left
-    apps::save_checkpoint(root, "last", states[1]);
+    train::save_checkpoint(root, "last", states[1]);
     for (const auto& e : fs::directory_iterator(root)) CHECK(e.path().filename() == "last");
     return in_write + in_switch;
 }
@@ -127,9 +127,9 @@ TEST_CASE("crash safety: 200 SIGKILLs of a checkpoint writer" * doctest::test_su
 TEST_CASE("crash safety: ENOSPC, EACCES and EIO while saving leave the previous checkpoint untouched") {
     test::TempDir tmp("write_faults");
     const std::string root = tmp / "run";
-    const apps::Checkpoint a = make_state(0), b = make_state(1);
-    apps::save_checkpoint(root, "last", a);
-    const std::string model_bytes = read_file(root + "/last/" + apps::kModelFile);
+    const train::Checkpoint a = make_state(0), b = make_state(1);
+    train::save_checkpoint(root, "last", a);
+    const std::string model_bytes = read_file(root + "/last/" + train::kModelFile);
 
     struct Fault {
         const char* file;    // the file the fault hits
@@ -140,10 +140,10 @@ TEST_CASE("crash safety: ENOSPC, EACCES and EIO while saving leave the previous 
         const char* hint;
     };
     const Fault faults[] = {
-        {apps::kTrainStateFile, "write", 0, ENOSPC, "No space left on device", "hint: free disk space"},
-        {apps::kModelFile, "write", 0, ENOSPC, "No space left on device", "hint: free disk space"},
-        {apps::kModelFile, "open", 0, EACCES, "Permission denied", "hint: check that the folder is writable"},
-        {apps::kTrainStateFile, "rename", 0, EIO, "Input/output error", "hint: check the disk"},
+        {train::kTrainStateFile, "write", 0, ENOSPC, "No space left on device", "hint: free disk space"},
+        {train::kModelFile, "write", 0, ENOSPC, "No space left on device", "hint: free disk space"},
+        {train::kModelFile, "open", 0, EACCES, "Permission denied", "hint: check that the folder is writable"},
+        {train::kTrainStateFile, "rename", 0, EIO, "Input/output error", "hint: check the disk"},
     };
     for (const Fault& f : faults) {
         INFO(std::string(f.file), " ", std::string(f.stage), " ", std::string(f.reason));
@@ -152,7 +152,7 @@ TEST_CASE("crash safety: ENOSPC, EACCES and EIO while saving leave the previous 
         });
         std::string message;
         try {
-            apps::save_checkpoint(root, "last", b);
+            train::save_checkpoint(root, "last", b);
         } catch (const Error& e) {
             message = e.what();
         }
@@ -161,16 +161,16 @@ TEST_CASE("crash safety: ENOSPC, EACCES and EIO while saving leave the previous 
         CHECK(message.find(f.file) != std::string::npos);
         CHECK(message.find(f.hint) != std::string::npos);
         CHECK(message.find("the previous checkpoint, is untouched") != std::string::npos);
-        const apps::Checkpoint got = apps::load_checkpoint(root);
+        const train::Checkpoint got = train::load_checkpoint(root);
         CHECK(got.folder == root + "/last");
         CHECK(test::same_tensors(got.model, a.model));
         CHECK(test::same_tensors(got.train_state, a.train_state));
-        CHECK(read_file(root + "/last/" + apps::kModelFile) == model_bytes);
+        CHECK(read_file(root + "/last/" + train::kModelFile) == model_bytes);
         for (const auto& e : fs::directory_iterator(root)) CHECK(e.path().filename() == "last");   // no leftovers
     }
     // with the fault gone, the save goes through
-    apps::save_checkpoint(root, "last", b);
-    CHECK(test::same_tensors(apps::load_checkpoint(root).model, b.model));
+    train::save_checkpoint(root, "last", b);
+    CHECK(test::same_tensors(train::load_checkpoint(root).model, b.model));
 }
 
 #ifdef RAZOR_CLI
@@ -222,7 +222,7 @@ void kill_and_resume(const KillResumeCase& k, int kills, uint64_t seed, const st
     const int64_t span_us =
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
     const auto la = test::read_jsonl(a + "/log.jsonl");
-    const apps::Checkpoint ca = apps::load_checkpoint(a);
+    const train::Checkpoint ca = train::load_checkpoint(a);
 
     Generator gen(seed);
     int killed = 0, resumed = 0, during_write = 0, episodes = 0;
@@ -260,7 +260,7 @@ void kill_and_resume(const KillResumeCase& k, int kills, uint64_t seed, const st
                         writing = true, fs::remove_all(e.path());
             during_write += writing ? 1 : 0;
             // whatever the moment, a checkpoint present is loadable
-            if (fs::exists(b + "/last") || fs::exists(b + "/last.old")) CHECK_NOTHROW(apps::load_checkpoint(b));
+            if (fs::exists(b + "/last") || fs::exists(b + "/last.old")) CHECK_NOTHROW(train::load_checkpoint(b));
         }
         REQUIRE_MESSAGE(done, "razor ", k.command, " did not complete in 200 attempts");
 
@@ -270,7 +270,7 @@ void kill_and_resume(const KillResumeCase& k, int kills, uint64_t seed, const st
             INFO("episode ", episodes, ", log line ", i + 1);
             k.same_line(la[i], lb[i]);
         }
-        const apps::Checkpoint cb = apps::load_checkpoint(b);
+        const train::Checkpoint cb = train::load_checkpoint(b);
         CHECK(test::same_tensors(ca.model, cb.model));
         CHECK(test::same_tensors(ca.train_state, cb.train_state));
     }

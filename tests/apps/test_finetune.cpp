@@ -11,9 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/apps_support.h"
-#include "apps/checkpoint.h"
+#include "train/checkpoint.h"
 #include "apps/commands.h"
-#include "apps/finetune.h"
+#include "apps/razor_flags.h"
 #include "core/core.h"
 #include "models/registry.h"
 #include "models/summary.h"
@@ -74,7 +74,7 @@ TEST_CASE("razor finetune: backbone loaded, new head for the new classes, frozen
     CHECK(out.find("freeze 19 BatchNorm2d layers") != std::string::npos);
     CHECK(out.find("save policy razor r=0.90 values=f32") != std::string::npos);
 
-    const apps::Checkpoint p = apps::load_checkpoint(pre), a = apps::load_checkpoint(tmp / "a");
+    const train::Checkpoint p = train::load_checkpoint(pre), a = train::load_checkpoint(tmp / "a");
     CHECK(a.model.at("linear.weight").shape() == Shape{4, 64});
     CHECK(a.model_metadata.at("model") == "resnet20");   // taken from the checkpoint (--model not given)
     CHECK(a.model_metadata.at("finetuned_from") == pre);
@@ -92,14 +92,14 @@ TEST_CASE("razor finetune: backbone loaded, new head for the new classes, frozen
     // the same run stopped after epoch 1 and resumed is bit-identical (the razor tape and frozen BN included)
     run(apps::run_finetune, plus(tune, {"--out", tmp / "b", "--stop-after", "1"}));
     run(apps::run_finetune, {"--resume", tmp / "b", "--data", d, "--threads", "1"});
-    const apps::Checkpoint b = apps::load_checkpoint(tmp / "b");
+    const train::Checkpoint b = train::load_checkpoint(tmp / "b");
     REQUIRE(b.model.size() == a.model.size());
     for (const auto& [key, t] : a.model) CHECK_MESSAGE(same_bits(t, b.model.at(key)), key);
 
     // without --freeze-bn the BN statistics move; dense tape (--razor 0): the ratio is the dense tape's own
     run(apps::run_finetune, {"--from", pre + "/last/model.safetensors", "--data", d, "--classes", kVehicles, "--batch",
                              "8", "--epochs", "1", "--steps-per-epoch", "1", "--threads", "1", "--out", tmp / "c"});
-    const apps::Checkpoint c = apps::load_checkpoint(tmp / "c");
+    const train::Checkpoint c = train::load_checkpoint(tmp / "c");
     CHECK_FALSE(same_bits(c.model.at("bn1.running_mean"), p.model.at("bn1.running_mean")));
     CHECK(test::read_jsonl(tmp / "c/log.jsonl")[0]["tape_ratio"].get<double>() < 5.0);
 

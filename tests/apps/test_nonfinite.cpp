@@ -1,6 +1,7 @@
 // tests/apps/test_nonfinite.cpp -- NaN/Inf during training: the guard names the op and module where the first
 // non-finite value appeared, stops with the checkpoint intact, or (--skip-nonfinite) skips the step and undoes its
-// side effects (BN running statistics, RNG), and gives up after 20 skips in a row. Unit level and through razor train.
+// side effects (BN running statistics, RNG), and gives up after 20 skips in a row. Unit level, through razor train, and
+// through razor sparse-train phase B (the fixed-subnet fine-tune runs the same loop and policy, train/fit.h).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -10,9 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/apps_support.h"
-#include "apps/checkpoint.h"
+#include "train/checkpoint.h"
 #include "apps/commands.h"
-#include "apps/nonfinite.h"
+#include "train/nonfinite.h"
 #include "core/core.h"
 #include "nn/batchnorm.h"
 #include "nn/linear.h"
@@ -53,7 +54,7 @@ TEST_CASE("NonFiniteGuard: stop names the op and module; skip restores BN statis
 
     // 1. A NaN weight, stop mode: the message names the parameter, the op reading it and its module.
     net.fc->named_parameters()[0].second.detach().f32()[5] = std::numeric_limits<float>::quiet_NaN();
-    apps::NonFiniteGuard stop(net, {});
+    train::NonFiniteGuard stop(net, {});
     stop.begin_step();
     forward_backward();
     CHECK_THROWS_WITH_AS(stop.on_nonfinite("train: the loss became nan", "at step 1", "the checkpoint is intact",
@@ -66,7 +67,7 @@ TEST_CASE("NonFiniteGuard: stop names the op and module; skip restores BN statis
 
     // 2. An op making NaN, skip mode: the report goes to stderr, buffers return to their pre-step values.
     net.log_head = true;
-    apps::NonFiniteGuard skip(net, {.skip = true, .max_consecutive_skips = 3});
+    train::NonFiniteGuard skip(net, {.skip = true, .max_consecutive_skips = 3});
     const std::vector<float> mean_before = values(net.bn->named_buffers()[0].second);
     x.f32()[0] = 1e30f;   // a huge input makes this step's batch statistics (and running stats) extreme
     skip.begin_step();
@@ -87,7 +88,7 @@ TEST_CASE("NonFiniteGuard: stop names the op and module; skip restores BN statis
     CHECK_THROWS_WITH_AS(skip.on_nonfinite("train: the loss became nan", "at step 4", "-", forward_backward),
                          Contains("gave up after 3 non-finite steps in a row"), Error);
     // a finite step in between resets the count
-    apps::NonFiniteGuard again(net, {.skip = true, .max_consecutive_skips = 2});
+    train::NonFiniteGuard again(net, {.skip = true, .max_consecutive_skips = 2});
     again.begin_step();
     again.on_nonfinite("t", "s", "-", forward_backward);
     again.step_ok();
@@ -141,4 +142,59 @@ TEST_CASE("razor train: a non-finite step names the op; --skip-nonfinite skips a
     // two epochs: the 20th skip in a row (epoch 2 step 1) gives up
     CHECK_THROWS_WITH_AS(train(plus(skipping, {"--epochs", "2"})), Contains("gave up after 20 non-finite steps"),
                          Error);
+}
+
+TEST_CASE("razor sparse-train phase B: a non-finite fine-tune step is handled as razor train's: it stops naming the "
+          "op, or --skip-nonfinite skips and counts; 20 in a row give up") {
+    test::TempDir tmp("nonfinite_sparse");
+    const std::string d = tmp / "cifar";
+    test::write_fake_cifar10(d, 4, 10);
+    const std::string out = tmp / "run";
+    // No phase A; the chosen subnetwork is fine-tuned at lr 1e35: the first step's update makes the weights
+    // overflow, the second step goes non-finite.
+    const std::vector<std::string> flags = {"--model", "resnet20", "--data", d, "--out", out, "--batch", "10",
+                                            "--epochs", "0", "--finetune-epochs", "1", "--candidates", "1",
+                                            "--select-batches", "1", "--threads", "1", "--workers", "1",
+                                            "--eval-batch", "10", "--finetune-lr", "1e35", "--wd", "0",
+                                            "--augment", "none"};
+    auto sparse_train = [](const std::vector<std::string>& args) {
+        int rc = 0;
+        test::capture_stdout([&] { rc = test::run_command(apps::run_sparse_train, args); });
+        return rc;
+    };
+    auto plus = [](std::vector<std::string> a, const std::vector<std::string>& b) {
+        a.insert(a.end(), b.begin(), b.end());
+        return a;
+    };
+    std::string message;
+    try {
+        sparse_train(flags);
+    } catch (const Error& e) {
+        message = e.what();
+    }
+    INFO(message);
+    CHECK(message.find("razor sparse-train: ") == 0);
+    CHECK(message.find("at epoch 1 step 2/2") != std::string::npos);
+    CHECK(message.find("first non-finite value: ") != std::string::npos);
+    CHECK(message.find("(module '") != std::string::npos);
+    CHECK(message.find("stopped, the last checkpoint (" + out + "/last, epoch 0) is intact") != std::string::npos);
+    CHECK(message.find("hint:") != std::string::npos);
+    // the selection's checkpoint is intact: phase B, no fine-tune epoch done
+    CHECK(train::load_checkpoint(out).train_metadata.at("phase") == "B");
+    for (const auto& j : test::read_jsonl(out + "/log.jsonl")) CHECK(j.at("phase") == "B-select");
+
+    // --skip-nonfinite: batch 1 makes 20 steps; 19 are skipped, the epoch completes, the skips are counted.
+    const auto skipping = plus(flags, {"--overwrite", "--skip-nonfinite", "--batch", "1", "--steps-per-epoch", "20"});
+    REQUIRE(sparse_train(skipping) == 0);
+    int b_lines = 0;
+    for (const auto& j : test::read_jsonl(out + "/log.jsonl")) {
+        if (j.at("phase") != "B") continue;
+        ++b_lines;
+        CHECK(j.at("skipped_steps").get<int64_t>() == 19);
+        CHECK(std::isfinite(j.at("loss").get<double>()));   // the loss average of the one good step
+    }
+    CHECK(b_lines == 1);
+    // two fine-tune epochs: the 20th skip in a row (epoch 2 step 1) gives up
+    CHECK_THROWS_WITH_AS(sparse_train(plus(skipping, {"--finetune-epochs", "2"})),
+                         Contains("gave up after 20 non-finite steps"), Error);
 }

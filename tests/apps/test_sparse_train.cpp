@@ -1,5 +1,5 @@
 // tests/apps/test_sparse_train.cpp -- VR-PGE on real models: one phase-A iteration with compact execution
-// (apps/vrpge_common.h) against the dense masked reference; razor sparse-train end to end on a tiny fake CIFAR-10
+// (train/vrpge_trainer.h) against the dense masked reference; razor sparse-train end to end on a tiny fake CIFAR-10
 // (phase A, selection, fine-tune, export, razor eval and a strict razor load of the export); --resume in either phase
 // against an uninterrupted run; razor bench --keep.
 #include <doctest/doctest.h>
@@ -10,10 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/apps_support.h"
-#include "apps/checkpoint.h"
+#include "train/checkpoint.h"
 #include "apps/commands.h"
-#include "apps/train_common.h"
-#include "apps/vrpge_common.h"
+#include "train/data_splits.h"
+#include "train/vrpge_trainer.h"
 #include "core/core.h"
 #include "models/registry.h"
 #include "models/resnet.h"
@@ -40,12 +40,12 @@ TEST_CASE("VrpgeTrainer on resnet20: one compact iteration -- w.grad is the two-
     auto model = models::make_model("resnet20", 10, gen);
     auto ref = models::make_model("resnet20", 10, gen);
     ref->load_state_dict(model->state_dict());
-    apps::VrpgeTrainerOptions o;
+    train::VrpgeTrainerOptions o;
     o.adam.lr = 12e-3;
     o.sgd = {.lr = 0.0, .momentum = 0.0, .weight_decay = 0.0};   // lr 0: w stays, so its gradient can be compared
     o.step.rho = 0.3;
     o.step.max_norm = 1e9;                                       // no clip
-    apps::VrpgeTrainer t(model, o);
+    train::VrpgeTrainer t(model, o);
     const Tensor x = Tensor::randn({4, 3, 32, 32}, gen);
     const Tensor y = Tensor::from_vector_i64({4}, {1, 2, 3, 4});
     Generator masks(5);
@@ -98,7 +98,7 @@ TEST_CASE("VrpgeTrainer on resnet20: one compact iteration -- w.grad is the two-
     // one-backward variant: pass 2 records nothing; w.grad = grad of L1 alone; --align rounds kept counts up
     o.step.variant = sparse::VrpgeVariant::OneBackward;
     o.step.align = 8;
-    apps::VrpgeTrainer t2(models::make_model("resnet20", 10, gen), o);
+    train::VrpgeTrainer t2(models::make_model("resnet20", 10, gen), o);
     const auto r2 = t2.step(x, y, masks);
     for (size_t l = 0; l + 1 < r2.result.masks1.kept.size(); ++l) {
         const int64_t k = r2.result.masks1.kept[l].numel(), C = t2.scores.layers()[l].channels;
@@ -156,7 +156,7 @@ TEST_CASE("razor sparse-train: phase A, selection, fine-tune, export; razor eval
         // a strict load into the zoo model built with those widths
         const SafeTensors st = load_safetensors(o + "/subnet/model.safetensors");
         std::vector<int64_t> widths;
-        for (double w : apps::parse_number_list("test", "widths", st.metadata.at("widths")))
+        for (double w : train::parse_number_list("test", "widths", st.metadata.at("widths")))
             widths.push_back(static_cast<int64_t>(w));
         Generator gen(0);
         auto net = models::make_model(model, 10, gen, {.widths = widths});
@@ -182,7 +182,7 @@ TEST_CASE("razor sparse-train --estimator pge: the vanilla ablation is labelled 
                                      "0", "--candidates", "1", "--select-batches", "1", "--threads", "1",
                                      "--eval-every", "0", "--workers", "1"}) == 0);
         });
-        return std::make_pair(text, apps::load_checkpoint(out).train_state);
+        return std::make_pair(text, train::load_checkpoint(out).train_state);
     };
     const auto [vr_text, vr] = run(tmp / "vr", "vr-pge");
     const auto [pge_text, pge] = run(tmp / "pge", "pge");
@@ -225,7 +225,7 @@ TEST_CASE("razor sparse-train --resume: stopped in phase A, at the end of phase 
     run(flags(a));
     const auto la = without_timing(test::read_jsonl(a + "/log.jsonl"));
     REQUIRE(la.size() == 3 + 2 + 2 + 1);   // A epochs, candidates, fine-tune epochs, export
-    const apps::Checkpoint ca = apps::load_checkpoint(a);
+    const train::Checkpoint ca = train::load_checkpoint(a);
     CHECK(ca.train_metadata.at("phase") == "B");
     const auto sub_a = load_safetensors(a + "/subnet/model.safetensors").tensors;
 
@@ -234,11 +234,11 @@ TEST_CASE("razor sparse-train --resume: stopped in phase A, at the end of phase 
     const std::string b = tmp / "b", c = tmp / "c";
     CHECK(run(stop_after(b, 1)).find("stopped after epoch 1 of 5") != std::string::npos);
     CHECK(test::read_jsonl(b + "/log.jsonl").size() == 1);
-    CHECK(apps::load_checkpoint(b).train_metadata.at("phase") == "A");
+    CHECK(train::load_checkpoint(b).train_metadata.at("phase") == "A");
     CHECK_FALSE(fs::exists(b + "/subnet"));
     const std::string resumed = run({"--resume", b, "--threads", "1", "--stop-after", "4"});
     CHECK_MESSAGE(resumed.find("resume") != std::string::npos, resumed);
-    CHECK(apps::load_checkpoint(b).train_metadata.at("phase") == "B");
+    CHECK(train::load_checkpoint(b).train_metadata.at("phase") == "B");
     CHECK(test::read_jsonl(b + "/log.jsonl").size() == 3 + 2 + 1);
     run({"--resume", b, "--threads", "1"});
     run(stop_after(c, 3));
@@ -250,7 +250,7 @@ TEST_CASE("razor sparse-train --resume: stopped in phase A, at the end of phase 
         const auto lo = without_timing(test::read_jsonl(out + "/log.jsonl"));
         REQUIRE(lo.size() == la.size());
         for (size_t i = 0; i < la.size(); ++i) CHECK_MESSAGE(lo[i] == la[i], lo[i].dump(), "\n", la[i].dump());
-        const apps::Checkpoint co = apps::load_checkpoint(out);
+        const train::Checkpoint co = train::load_checkpoint(out);
         CHECK(test::same_tensors(ca.model, co.model));
         CHECK(test::same_tensors(ca.train_state, co.train_state));
         CHECK(test::same_tensors(sub_a, load_safetensors(out + "/subnet/model.safetensors").tensors));

@@ -1,4 +1,4 @@
-// tests/fuzz/fuzz_train_state.cpp -- libFuzzer target: bytes -> a resumed run's train state (apps/train_state.h).
+// tests/fuzz/fuzz_train_state.cpp -- libFuzzer target: bytes -> a resumed run's train state (train/train_state.h).
 //
 // Byte 0 picks the optimizer (bits 0-1: SGD with Nesterov momentum, plain SGD, Adam, AdamW) and the lr schedule
 // (bits 2-4: onecycle, cosine, step, multistep, none; bit 5: a linear warm-up in front); the rest is the
@@ -8,7 +8,7 @@
 // optimizer's state_dict must round-trip, and an optimizer and a scheduler step must not crash.
 #include <memory>
 
-#include "apps/train_state.h"
+#include "train/train_state.h"
 #include "core/rng.h"
 #include "core/safetensors.h"
 #include "fuzz_support.h"
@@ -60,15 +60,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     SafeTensors st;
     if (!fuzz::accepts([&] { st = parse_safetensors(fuzz::bytes(data + 1, size - 1), file); })) return 0;
     if (auto it = st.metadata.find("config"); it != st.metadata.end())
-        fuzz::accepts([&] { (void)apps::parse_run_config(it->second, file); });
+        fuzz::accepts([&] { (void)train::parse_run_config(it->second, file); });
 
     const optim::NamedParameters params = {{"fc.weight", Tensor::zeros({3, 2}).requires_grad_()},
                                            {"fc.bias", Tensor::zeros({3}).requires_grad_()}};
     auto opt = make_optimizer(opt_kind, params);
     auto sched = make_scheduler(sched_kind, warmup, *opt);
     Generator gen(1);
-    apps::ResumePoint p;
-    if (!fuzz::accepts([&] { p = apps::restore_train_state(st.tensors, file, *opt, sched.get(), gen); })) return 0;
+    train::ResumePoint p;
+    if (!fuzz::accepts([&] { p = train::restore_train_state(st.tensors, file, *opt, sched.get(), gen); })) return 0;
     fuzz::require(p.epoch >= 0 && p.step >= 0 && p.best_epoch >= 0 && p.best_epoch <= p.epoch, "resume point in range");
 
     // The restored optimizer state round-trips into a fresh optimizer of the same kind...

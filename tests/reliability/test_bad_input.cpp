@@ -13,10 +13,10 @@
 #include <limits>
 
 #include "apps/apps_support.h"
-#include "apps/checkpoint.h"
+#include "train/checkpoint.h"
 #include "apps/commands.h"
-#include "apps/train_common.h"
-#include "apps/train_state.h"
+#include "train/data_splits.h"
+#include "train/train_state.h"
 #include "core/core.h"
 #include "data/cifar.h"
 #include "data/idx.h"
@@ -80,9 +80,9 @@ std::string expand(std::string s, const std::string& dir) {
 }
 
 // A run folder with a real lenet5 checkpoint, for the checkpoint cases.
-apps::Checkpoint lenet_checkpoint() {
+train::Checkpoint lenet_checkpoint() {
     Generator gen(0);
-    apps::Checkpoint c;
+    train::Checkpoint c;
     c.model = models::make_model("lenet5", 10, gen)->state_dict();
     c.model_metadata = {{"model", "lenet5"}};
     return c;
@@ -113,7 +113,7 @@ const std::vector<Case>& cases() {
          [](const std::string& d) { data::load_cifar10(d + "/nothing", true); },
          {"{dir}/nothing", "data_batch_1.bin", "hint"}},
         {"cifar: --data is not a folder",
-         [](const std::string& d) { apps::load_splits("razor train", "cifar10", d + "/nowhere", ""); },
+         [](const std::string& d) { train::load_splits("razor train", "cifar10", d + "/nowhere", ""); },
          {"razor train", "{dir}/nowhere", "not a folder", "hint"}},
         // ---- IDX ----
         {"idx: wrong magic",
@@ -242,13 +242,13 @@ const std::vector<Case>& cases() {
         // ---- checkpoints ----
         {"checkpoint: NaN weights",
          [](const std::string& d) {
-             apps::Checkpoint c = lenet_checkpoint();
+             train::Checkpoint c = lenet_checkpoint();
              Tensor w = c.model.at("conv1.weight").clone();
              w.f32()[3] = std::numeric_limits<float>::quiet_NaN();
              w.f32()[4] = std::numeric_limits<float>::infinity();
              c.model["conv1.weight"] = w;
-             apps::save_checkpoint(d + "/run", "last", c);
-             apps::open_checkpoint(d + "/run");
+             train::save_checkpoint(d + "/run", "last", c);
+             train::open_checkpoint(d + "/run");
          },
          {"{dir}/run/last/model.safetensors", "'conv1.weight'", "expected finite values", "got 1 NaN and 1 Inf",
           "hint"}},
@@ -256,21 +256,21 @@ const std::vector<Case>& cases() {
          [](const std::string& d) {
              const std::string cifar = d + "/cifar";
              test::write_fake_cifar10(cifar, 2, 10);
-             apps::save_checkpoint(d + "/run2", "last", lenet_checkpoint());
+             train::save_checkpoint(d + "/run2", "last", lenet_checkpoint());
              test::run_command(apps::run_eval, {"--checkpoint", d + "/run2", "--data", cifar, "--model", "mlp",
                                                 "--threads", "1"});
          },
          {"{dir}/run2/last", "--model mlp", "missing keys", "unexpected keys", "hint"}},
         {"checkpoint: missing run folder",
-         [](const std::string& d) { apps::open_checkpoint(d + "/nope"); },
+         [](const std::string& d) { train::open_checkpoint(d + "/nope"); },
          {"{dir}/nope", "does not exist", "hint"}},
         {"checkpoint: files not written together",
          [](const std::string& d) {
-             apps::save_checkpoint(d + "/r1", "last", lenet_checkpoint());
-             apps::save_checkpoint(d + "/r2", "last", lenet_checkpoint());
+             train::save_checkpoint(d + "/r1", "last", lenet_checkpoint());
+             train::save_checkpoint(d + "/r2", "last", lenet_checkpoint());
              fs::copy_file(d + "/r2/last/model.safetensors", d + "/r1/last/model.safetensors",
                            fs::copy_options::overwrite_existing);
-             apps::open_checkpoint(d + "/r1");
+             train::open_checkpoint(d + "/r1");
          },
          {"{dir}/r1/last", "pair ids", "hint"}},
         // ---- train state (what --resume reads) ----
@@ -279,7 +279,7 @@ const std::vector<Case>& cases() {
              std::map<std::string, Tensor> st = {{"epoch", Tensor::scalar(3.f)}};
              optim::SGD opt({{"w", Tensor::zeros({2}).requires_grad_()}}, {});
              Generator gen(0);
-             apps::restore_train_state(st, d + "/train_state.safetensors", opt, nullptr, gen);
+             train::restore_train_state(st, d + "/train_state.safetensors", opt, nullptr, gen);
          },
          {"{dir}/train_state.safetensors", "'epoch'", "one i64 value", "got f32 ()", "hint"}},
         {"train state: negative step",
@@ -288,11 +288,11 @@ const std::vector<Case>& cases() {
                                                  {"step", Tensor::from_vector_i64({}, {-5})}};
              optim::SGD opt({{"w", Tensor::zeros({2}).requires_grad_()}}, {});
              Generator gen(0);
-             apps::restore_train_state(st, d + "/train_state.safetensors", opt, nullptr, gen);
+             train::restore_train_state(st, d + "/train_state.safetensors", opt, nullptr, gen);
          },
          {"{dir}/train_state.safetensors", "'step'", "must be in [0, ", "got -5", "hint"}},
         {"train state: config of the wrong type",
-         [](const std::string& d) { apps::parse_run_config(R"({"lr": 0.1})", d + "/train_state.safetensors"); },
+         [](const std::string& d) { train::parse_run_config(R"({"lr": 0.1})", d + "/train_state.safetensors"); },
          {"{dir}/train_state.safetensors", "'lr'", "must be a string", "got number", "hint"}},
     };
     return table;

@@ -1,12 +1,12 @@
-// apps/nonfinite.cpp -- see nonfinite.h.
-#include "apps/nonfinite.h"
+// train/nonfinite.cpp -- see nonfinite.h.
+#include "train/nonfinite.h"
 
 #include <cstdio>
 
 #include "core/anomaly.h"
 #include "core/rng.h"
 
-namespace razor::apps {
+namespace razor::train {
 
 NonFiniteGuard::NonFiniteGuard(nn::Module& model, NonFiniteOptions options) : model_(model), options_(options) {}
 
@@ -57,4 +57,4 @@ void NonFiniteGuard::on_nonfinite(const std::string& what, const std::string& wh
                         "batch: lower --lr or check the inputs named above"));
 }
 
-}  // namespace razor::apps
+}  // namespace razor::train

@@ -1,15 +1,16 @@
-// apps/train_common.h -- what razor train, eval and bench share: datasets from flags, normalisation statistics,
-// evaluation on a test set, counting correct predictions. docs: docs/cli.md.
+// train/data_splits.h -- the data flag family's meaning: a named dataset read from a folder, a class subset, and its
+// normalisation statistics; what every training command and razor eval load. docs: docs/cli.md.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "core/tensor.h"
 #include "data/dataset.h"
-#include "nn/module.h"
+#include "data/loader.h"
 
-namespace razor::apps {
+namespace razor::train {
 
 // The names --dataset accepts.
 inline const std::vector<std::string> kDatasetNames = {"cifar10", "cifar100", "fashion-mnist", "folder"};
@@ -30,18 +31,14 @@ DataSplits load_splits(const std::string& command, const std::string& dataset, c
 std::vector<double> parse_number_list(const std::string& command, const std::string& flag, const std::string& text);
 std::string join_floats(const std::vector<float>& v);
 
-// Number of rows of logits (N, K) whose largest entry is the label (first maximum wins, as torch.argmax).
-int64_t count_correct(const Tensor& logits, const Tensor& labels);
+// The training loader of a run: shuffled by `seed` (the order and augmentation of epoch e depend on (seed, e) only),
+// augmented with pad-4 random crop and horizontal flip when `augment`, then to float and normalised.
+data::DataLoader train_loader(const DataSplits& data, bool augment, int64_t batch, int64_t seed, int64_t workers,
+                              bool drop_last = false);
 
-struct EvalResult {
-    double loss = 0, accuracy = 0, seconds = 0, images_per_second = 0;
-    int64_t images = 0;
-    std::vector<int64_t> class_correct, class_total;   // per class
-};
+// A checkpoint's model metadata: what razor eval needs to rebuild and feed the model (format, model, dataset,
+// num_classes, in_channels, image_size, normalize_mean, normalize_std, classes).
+std::map<std::string, std::string> model_metadata(const std::string& model, const std::string& dataset,
+                                                  const DataSplits& data);
 
-// Test-set evaluation in eval mode without a tape (NoGradGuard), batches of `batch` in dataset order; restores the
-// model's training flag. Loss is the mean cross-entropy (no label smoothing).
-EvalResult evaluate(nn::Module& model, const data::ImageDataset& ds, const std::vector<float>& mean,
-                    const std::vector<float>& std, int64_t batch);
-
-}  // namespace razor::apps
+}  // namespace razor::train

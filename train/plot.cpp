@@ -1,5 +1,5 @@
-// apps/plot.cpp -- see plot.h.
-#include "apps/plot.h"
+// train/plot.cpp -- see plot.h.
+#include "train/plot.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,9 +7,9 @@
 
 #include "core/safetensors.h"
 
-namespace razor::apps {
+namespace razor::train {
 namespace {
-const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
+const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
 
 std::string num(double v) {
     char buf[32];
@@ -112,4 +112,4 @@ void write_svg_bars(const std::string& path, const std::string& title, const std
     write_file_atomic(path, svg);
 }
 
-}  // namespace razor::apps
+}  // namespace razor::train

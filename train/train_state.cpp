@@ -1,5 +1,5 @@
-// apps/train_state.cpp -- see train_state.h.
-#include "apps/train_state.h"
+// train/train_state.cpp -- see train_state.h.
+#include "train/train_state.h"
 
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -7,10 +7,10 @@
 #include "core/check.h"
 #include "core/rng.h"
 
-namespace razor::apps {
+namespace razor::train {
 namespace {
 
-const char* kHint = "hint: resume from a folder razor train, finetune or sparse-train wrote";
+constexpr const char* kHint = "hint: resume from a folder razor train, finetune or sparse-train wrote";
 
 }  // namespace
 
@@ -108,4 +108,4 @@ Tensor pack_generator_state(const std::array<uint64_t, 4>& s) {
 
 Tensor i64_scalar(int64_t v) { return Tensor::from_vector_i64({}, {v}); }
 
-}  // namespace razor::apps
+}  // namespace razor::train

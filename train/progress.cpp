@@ -1,11 +1,11 @@
-// apps/progress.cpp -- see progress.h.
-#include "apps/progress.h"
+// train/progress.cpp -- see progress.h.
+#include "train/progress.h"
 
 #include <unistd.h>
 
 #include <cstdio>
 
-namespace razor::apps {
+namespace razor::train {
 
 Progress::Progress(std::string label, int64_t total_steps, int64_t images_per_step)
     : label_(std::move(label)), total_(total_steps), per_step_(images_per_step),
@@ -50,4 +50,4 @@ void Progress::finish() {
     std::fflush(stderr);
 }
 
-}  // namespace razor::apps
+}  // namespace razor::train

@@ -1,4 +1,4 @@
-// apps/train_state.h -- reading back what razor train keeps in train_state.safetensors (checkpoint.h): the run's flags
+// train/train_state.h -- reading back what razor train keeps in train_state.safetensors (checkpoint.h): the run's flags
 // (metadata "config", a JSON object of strings) and the optimizer, scheduler, RNG and loop-position tensors.
 //
 // reference: the resume half of a PyTorch training script (optimizer.load_state_dict, scheduler.load_state_dict,
@@ -18,7 +18,7 @@
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
 
-namespace razor::apps {
+namespace razor::train {
 
 // Where the run stood when the checkpoint was written.
 struct ResumePoint {
@@ -56,4 +56,4 @@ std::map<std::string, Tensor> state_with_prefix(const std::map<std::string, Tens
 Tensor pack_generator_state(const std::array<uint64_t, 4>& s);
 Tensor i64_scalar(int64_t v);
 
-}  // namespace razor::apps
+}  // namespace razor::train

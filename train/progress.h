@@ -1,4 +1,4 @@
-// apps/progress.h -- the progress line on stderr: bar, percent, img/s, ETA, running loss/accuracy, tape memory.
+// train/progress.h -- the progress line on stderr: bar, percent, img/s, ETA, running loss/accuracy, tape memory.
 //
 // On a terminal the line redraws in place (at most 10 times a second); when stderr is a file or a CI log it prints a
 // plain line every 10 % instead, so logs stay readable.
@@ -7,7 +7,7 @@
 #include <chrono>
 #include <string>
 
-namespace razor::apps {
+namespace razor::train {
 
 class Progress {
 public:
@@ -26,4 +26,4 @@ private:
     int last_decile_ = -1;
 };
 
-}  // namespace razor::apps
+}  // namespace razor::train

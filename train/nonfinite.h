@@ -1,4 +1,4 @@
-// apps/nonfinite.h -- what a training command does when a step's loss or gradients are not finite: name the op
+// train/nonfinite.h -- what a training command does when a step's loss or gradients are not finite: name the op
 // that produced the first NaN/Inf, then stop cleanly or (--skip-nonfinite) skip the step.
 //
 // reference: torch.autograd.detect_anomaly for the attribution, torch.cuda.amp.GradScaler for skipping a step
@@ -21,7 +21,7 @@
 #include "core/tensor.h"
 #include "nn/module.h"
 
-namespace razor::apps {
+namespace razor::train {
 
 struct NonFiniteOptions {
     bool skip = false;                    // --skip-nonfinite
@@ -56,4 +56,4 @@ private:
     int64_t consecutive_ = 0, skipped_ = 0;
 };
 
-}  // namespace razor::apps
+}  // namespace razor::train

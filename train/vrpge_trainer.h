@@ -1,4 +1,4 @@
-// apps/vrpge_common.h -- VR-PGE phase A on a zoo model with compact channel execution: what razor sparse-train and
+// train/vrpge_trainer.h -- VR-PGE phase A on a zoo model with compact channel execution: what razor sparse-train and
 // razor bench --keep share. docs: docs/vr-pge.md §8-§9.
 //
 // The model's convs are scored (models::ChannelPrunable::scored_layers(): every conv, first conv and projection
@@ -16,7 +16,7 @@
 #include "optim/sgd.h"
 #include "sparse/vrpge_step.h"
 
-namespace razor::apps {
+namespace razor::train {
 
 struct VrpgeTrainerOptions {
     float s_init = 0.5f;                 // every s starts here (the reference: 0.5)
@@ -50,4 +50,4 @@ public:
 
 std::string variant_name(sparse::VrpgeVariant v);   // "two-backward (reference)" / "one-backward (cheaper variant)"
 
-}  // namespace razor::apps
+}  // namespace razor::train

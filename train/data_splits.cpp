@@ -1,7 +1,6 @@
-// apps/train_common.cpp -- see train_common.h.
-#include "apps/train_common.h"
+// train/data_splits.cpp -- see data_splits.h.
+#include "train/data_splits.h"
 
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -11,10 +10,9 @@
 #include "data/cifar.h"
 #include "data/idx.h"
 #include "data/image_folder.h"
-#include "data/loader.h"
 #include "data/transforms.h"
 
-namespace razor::apps {
+namespace razor::train {
 namespace fs = std::filesystem;
 
 namespace {
@@ -141,60 +139,32 @@ std::string join_floats(const std::vector<float>& v) {
     return s;
 }
 
-int64_t count_correct(const Tensor& logits, const Tensor& labels) {
-    const Tensor l = logits.contiguous();
-    const int64_t N = l.size(0), K = l.size(1);
-    const float* p = l.f32();
-    const int64_t* y = labels.contiguous().i64();
-    int64_t correct = 0;
-    for (int64_t i = 0; i < N; ++i) {
-        int64_t best = 0;
-        for (int64_t k = 1; k < K; ++k)
-            if (p[i * K + k] > p[i * K + best]) best = k;
-        correct += best == y[i];
-    }
-    return correct;
+data::DataLoader train_loader(const DataSplits& data, bool augment, int64_t batch, int64_t seed, int64_t workers,
+                              bool drop_last) {
+    const Shape image = data.train.image_shape();   // (C, H, W)
+    std::vector<data::TransformPtr> tf;
+    if (augment) tf = {data::random_crop(image[1], 4), data::random_horizontal_flip()};
+    tf.push_back(data::to_float_transform());
+    tf.push_back(data::normalize_transform(data.mean, data.std));
+    return data::DataLoader(data.train, data::compose(tf),
+                            {.batch_size = batch, .shuffle = true, .drop_last = drop_last,
+                             .seed = static_cast<uint64_t>(seed), .workers = workers});
 }
 
-EvalResult evaluate(nn::Module& model, const data::ImageDataset& ds, const std::vector<float>& mean,
-                    const std::vector<float>& std, int64_t batch) {
-    EvalResult r;
-    r.class_correct.assign(ds.num_classes, 0);
-    r.class_total.assign(ds.num_classes, 0);
-    const bool was_training = model.is_training();
-    NoGradGuard no_grad;
-    model.eval();
-    data::DataLoader loader(ds, data::compose({data::to_float_transform(), data::normalize_transform(mean, std)}),
-                            {.batch_size = batch, .shuffle = false, .drop_last = false, .workers = 1});
-    const auto start = std::chrono::steady_clock::now();
-    double loss_sum = 0;
-    for (data::Batch& b : loader) {
-        const Tensor logits = model(b.images);                          // (B, K)
-        const int64_t B = b.labels.size(0), K = logits.size(1);
-        if (K != ds.num_classes)
-            throw Error(fmt("evaluate: the model has ", K, " outputs but ", ds.name, " has ", ds.num_classes,
-                            " classes; hint: check --classes and the checkpoint"));
-        loss_sum += static_cast<double>(cross_entropy(logits, b.labels).item()) * B;
-        const Tensor l = logits.contiguous();
-        const float* p = l.f32();
-        for (int64_t i = 0; i < B; ++i) {
-            int64_t best = 0;
-            for (int64_t k = 1; k < K; ++k)
-                if (p[i * K + k] > p[i * K + best]) best = k;
-            const int64_t y = b.labels.i64()[i];
-            r.class_total[y] += 1;
-            r.class_correct[y] += best == y;
-        }
-        r.images += B;
-    }
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    int64_t correct = 0;
-    for (int64_t c : r.class_correct) correct += c;
-    r.loss = r.images ? loss_sum / r.images : 0;
-    r.accuracy = r.images ? static_cast<double>(correct) / r.images : 0;
-    r.images_per_second = r.seconds > 0 ? r.images / r.seconds : 0;
-    model.train(was_training);
-    return r;
+std::map<std::string, std::string> model_metadata(const std::string& model, const std::string& dataset,
+                                                  const DataSplits& data) {
+    const Shape image = data.train.image_shape();
+    std::string names;
+    for (const auto& n : data.train.classes) names += (names.empty() ? "" : ",") + n;
+    return {{"format", "pt"},   // safetensors.torch's marker: plain PyTorch tensors
+            {"model", model},
+            {"dataset", dataset},
+            {"num_classes", fmt(data.train.num_classes)},
+            {"in_channels", fmt(image[0])},
+            {"image_size", fmt(image[1])},
+            {"normalize_mean", join_floats(data.mean)},
+            {"normalize_std", join_floats(data.std)},
+            {"classes", names}};
 }
 
-}  // namespace razor::apps
+}  // namespace razor::train

@@ -1,11 +1,11 @@
-// apps/plot.h -- small SVG line charts (training curves), written next to the JSONL log. No dependencies: an SVG
+// train/plot.h -- small SVG line charts (training curves), written next to the JSONL log. No dependencies: an SVG
 // opens in any browser and renders in GitHub.
 #pragma once
 
 #include <string>
 #include <vector>
 
-namespace razor::apps {
+namespace razor::train {
 
 struct Series {
     std::string name;
@@ -29,4 +29,4 @@ struct BarSeries {
 void write_svg_bars(const std::string& path, const std::string& title, const std::string& unit,
                     const std::vector<std::string>& categories, const std::vector<BarSeries>& series);
 
-}  // namespace razor::apps
+}  // namespace razor::train

@@ -1,7 +1,9 @@
-// apps/vrpge_common.cpp -- see vrpge_common.h.
-#include "apps/vrpge_common.h"
+// train/vrpge_trainer.cpp -- see vrpge_trainer.h.
+#include "train/vrpge_trainer.h"
 
-namespace razor::apps {
+#include "train/subnet.h"
+
+namespace razor::train {
 
 VrpgeTrainer::VrpgeTrainer(std::shared_ptr<nn::Module> m, const VrpgeTrainerOptions& o)
     : model(std::move(m)),
@@ -15,20 +17,15 @@ VrpgeTrainer::Step VrpgeTrainer::step(const Tensor& x, const Tensor& labels, Gen
     Step out;
     double cost = 0;
     int passes = 0;
+    SubnetScope subnet(prunable);   // dense again when the step ends, thrown or not
     auto forward = [&](const sparse::ChannelMasks& masks) {
-        prunable.set_channel_plan(std::make_shared<models::ChannelPlan>(models::ChannelPlan::from_masks(masks)));
+        subnet.set(models::ChannelPlan::from_masks(masks));
         const Tensor logits = (*model)(x);   // (N, classes), compact
         cost += prunable.last_cost().ratio();
         if (passes++ == 0) out.logits = logits.detach();
         return cross_entropy(logits, labels);
     };
-    try {
-        out.result = sparse::vrpge_step(scores, opt_s, opt_w, forward, gen, options);
-    } catch (...) {
-        prunable.set_channel_plan(nullptr);
-        throw;
-    }
-    prunable.set_channel_plan(nullptr);
+    out.result = sparse::vrpge_step(scores, opt_s, opt_w, forward, gen, options);
     out.cost_ratio = cost / std::max(passes, 1);
     return out;
 }
@@ -44,4 +41,4 @@ std::string variant_name(sparse::VrpgeVariant v) {
     return v == sparse::VrpgeVariant::TwoBackward ? "two-backward (reference)" : "one-backward (cheaper variant)";
 }
 
-}  // namespace razor::apps
+}  // namespace razor::train

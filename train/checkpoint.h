@@ -1,4 +1,4 @@
-// apps/checkpoint.h -- training checkpoints: a folder holding a consistent pair of safetensors files.
+// train/checkpoint.h -- training checkpoints: a folder holding a consistent pair of safetensors files.
 //
 // reference: torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), ...}) split in two files, so
 // the weights load on their own in PyTorch (model.load_state_dict(safetensors.torch.load_file(...))). docs: docs/cli.md
@@ -22,7 +22,7 @@
 
 #include "core/tensor.h"
 
-namespace razor::apps {
+namespace razor::train {
 
 constexpr const char* kModelFile = "model.safetensors";
 constexpr const char* kTrainStateFile = "train_state.safetensors";
@@ -51,4 +51,4 @@ Checkpoint load_checkpoint_folder(const std::string& folder);
 // absent (a lone model.safetensors, e.g. written by PyTorch).
 Checkpoint open_checkpoint(const std::string& path, bool model_only = false);
 
-}  // namespace razor::apps
+}  // namespace razor::train

@@ -1,5 +1,5 @@
-// apps/checkpoint.cpp -- see checkpoint.h.
-#include "apps/checkpoint.h"
+// train/checkpoint.cpp -- see checkpoint.h.
+#include "train/checkpoint.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -14,7 +14,7 @@
 #include "core/check.h"
 #include "core/safetensors.h"
 
-namespace razor::apps {
+namespace razor::train {
 namespace fs = std::filesystem;
 
 namespace {
@@ -178,4 +178,4 @@ Checkpoint open_checkpoint(const std::string& path, bool model_only) {
     return load_checkpoint(folder.parent_path().empty() ? "." : folder.parent_path().string(), folder.filename().string());
 }
 
-}  // namespace razor::apps
+}  // namespace razor::train

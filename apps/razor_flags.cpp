@@ -1,0 +1,78 @@
+// apps/razor_flags.cpp -- see razor_flags.h.
+#include "apps/razor_flags.h"
+
+#include <map>
+
+#include "core/check.h"
+#include "sparse/razor_policy.h"
+
+namespace razor::apps {
+namespace {
+
+const char* const kRazorHelp =
+    "Back Razor: fraction of each saved activation dropped from the tape, in [0, 1) (0 = dense tape; 0.9 keeps the "
+    "top 10% per sample)";
+const char* const kRazorValuesHelp = "Back Razor: precision of the kept values, fp32 | fp16 | int8";
+const char* const kRazorGeluHelp =
+    "Back Razor: GELU input kept as d4 (4-bit derivative code) | fp16 (dense, the reference) | fp32 | int8 | razored";
+
+const char* const kRazorBnHelp =
+    "Back Razor: train-mode BatchNorm inputs kept dense (exact BN backward) | razored (smaller; unstable at r >= 0.9). "
+    "--freeze-bn saves nothing for BN";
+
+const char* const kRazorAttnHelp =
+    "Back Razor: matmul operands and softmax outputs (attention Q, K, V, P) kept as int8 (dense int8; a ViT fine-tune "
+    "trains like dense) | razored (the reference; smaller tape, lower accuracy) | fp32 (dense)";
+
+}  // namespace
+
+const FlagTable<RazorFlags>& razor_flag_family() {
+    static const FlagTable<RazorFlags> table = FlagTable<RazorFlags>()
+                                                   .real("razor", "0", kRazorHelp, &RazorFlags::ratio)
+                                                   .text("razor-values", "fp32", kRazorValuesHelp, &RazorFlags::values)
+                                                   .text("razor-gelu", "d4", kRazorGeluHelp, &RazorFlags::gelu)
+                                                   .text("razor-bn", "dense", kRazorBnHelp, &RazorFlags::bn)
+                                                   .text("razor-attn", "int8", kRazorAttnHelp, &RazorFlags::attn);
+    return table;
+}
+
+std::shared_ptr<const SavePolicy> razor_policy_from_flags(const std::string& command, const RazorFlags& flags) {
+    const double ratio = flags.ratio;
+    if (!(ratio >= 0 && ratio < 1))
+        throw Error(fmt(command, ": --razor must be in [0, 1) (the fraction of each saved activation dropped; 0 = the "
+                        "dense tape), got ", ratio, "; hint: --razor 0.9 keeps 10%"));
+    const std::map<std::string, sparse::ValueCodec> codecs = {
+        {"fp32", sparse::ValueCodec::F32}, {"fp16", sparse::ValueCodec::F16}, {"int8", sparse::ValueCodec::I8}};
+    auto v = codecs.find(flags.values);
+    if (v == codecs.end())
+        throw Error(fmt(command, ": --razor-values must be one of fp32 | fp16 | int8; got '", flags.values,
+                        "'; hint: fp32 is lossless on the kept values, int8 is the smallest"));
+    const std::map<std::string, sparse::GeluSave> gelu_modes = {
+        {"d4", sparse::GeluSave::Derivative4}, {"fp16", sparse::GeluSave::DenseF16}, {"fp32", sparse::GeluSave::Dense},
+        {"int8", sparse::GeluSave::DenseI8},   {"razored", sparse::GeluSave::Razored}};
+    auto g = gelu_modes.find(flags.gelu);
+    if (g == gelu_modes.end())
+        throw Error(fmt(command, ": --razor-gelu must be one of d4 | fp16 | fp32 | int8 | razored; got '", flags.gelu,
+                        "'; hint: fp16 is the reference's choice, d4 the smallest"));
+    if (flags.bn != "dense" && flags.bn != "razored")
+        throw Error(fmt(command, ": --razor-bn must be one of dense | razored; got '", flags.bn,
+                        "'; hint: dense keeps BatchNorm's backward exact, --freeze-bn stores nothing for BN"));
+    const std::map<std::string, sparse::AttentionSave> attention_modes = {
+        {"razored", sparse::AttentionSave::Razored}, {"int8", sparse::AttentionSave::DenseI8},
+        {"fp32", sparse::AttentionSave::Dense}};
+    auto a = attention_modes.find(flags.attn);
+    if (a == attention_modes.end())
+        throw Error(fmt(command, ": --razor-attn must be one of razored | int8 | fp32; got '", flags.attn,
+                        "'; hint: int8 keeps attention's input gradients close to dense at a quarter of fp32"));
+    if (ratio == 0) return nullptr;
+    sparse::RazorConfig config;
+    config.prune_batch_norm_inputs = flags.bn == "razored";
+    config.ratio = ratio;
+    config.values = v->second;
+    config.norm_values = v->second;
+    config.gelu = g->second;
+    config.attention = a->second;
+    return std::make_shared<sparse::RazorSavePolicy>(config);
+}
+
+}  // namespace razor::apps

@@ -1,0 +1,42 @@
+// apps/run_flags.h -- the flag families razor train, finetune and sparse-train share, each declared once: the data
+// (--dataset, --data, --classes, --augment, --workers) and the run folder with its loop controls (--out, --resume,
+// --overwrite, --stop-after, --threads, --seed, --eval-every, --eval-batch, --steps-per-epoch, --skip-nonfinite).
+// docs: docs/cli.md.
+#pragma once
+
+#include <string>
+
+#include "apps/flag_table.h"
+#include "core/check.h"
+
+namespace razor::apps {
+
+struct DataFlags {
+    std::string dataset, data, classes, augment;
+    int64_t workers = 1;
+};
+
+struct RunFlags {
+    std::string out, resume;
+    bool overwrite = false, skip_nonfinite = false;
+    int64_t stop_after = 0, threads = 0, seed = 0, eval_every = 1, eval_batch = 500, steps_per_epoch = 0;
+};
+
+const FlagTable<DataFlags>& data_flag_family();
+// --out's default is the command's (set_default("out", ...)).
+const FlagTable<RunFlags>& run_flag_family();
+
+// Checks a family's values (ranges, names), naming the flag: "razor train: --workers must be >= 0, got -1".
+void check_data_flags(const std::string& command, const DataFlags& f);
+void check_run_flags(const std::string& command, const RunFlags& f);
+
+// "razor train: --FLAG must be EXPECTED, got GOT" unless ok.
+template <class T>
+void require(const std::string& command, bool ok, const std::string& flag, const T& got, const std::string& expected) {
+    if (!ok) throw Error(fmt(command, ": --", flag, " must be ", expected, ", got ", got));
+}
+// "razor train: --FLAG must be one of a | b | c; got 'x'" unless got is one of them.
+void require_one_of(const std::string& command, const std::string& flag, const std::string& got,
+                    const std::vector<std::string>& valid);
+
+}  // namespace razor::apps

@@ -1,0 +1,22 @@
+// train/epoch_record.h -- the epoch record of razor train, finetune and demo: its stdout line and JSONL entry carry
+// the same fields (the JSONL entry also feeds the curves, train/run_log.h). docs: docs/cli.md "Log".
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "train/fit.h"
+
+namespace razor::train {
+
+// {"epoch", "epochs", "step", "loss", "train_acc", "test_acc" (null when not evaluated), "test_loss", "lr",
+//  "seconds", "eval_seconds", "img_per_s", "tape_bytes", "tape_dense_bytes", "tape_ratio", "rss_bytes",
+//  "peak_rss_bytes", "peak_tensor_bytes"} and "skipped_steps" when steps were skipped.
+nlohmann::json epoch_json(const EpochSummary& r);
+// "epoch 3/30  loss 0.6123  train 78.1%  test 80.2%  lr 0.0812  41 s  1210 img/s  tape ... (dense ..., 1.0x)  rss ..."
+std::string epoch_line(const EpochSummary& r);
+
+std::string fixed(double v, int digits);   // printf "%.*f"
+std::string general(double v);             // printf "%.3g"
+
+}  // namespace razor::train

@@ -1,0 +1,29 @@
+// train/evaluate.h -- a model's accuracy and loss on a test set, and the running-accuracy count of a training step.
+//
+// reference: the evaluation half of a PyTorch script (model.eval(), torch.no_grad(), argmax accuracy, mean
+// cross-entropy). docs: docs/cli.md.
+#pragma once
+
+#include <vector>
+
+#include "core/tensor.h"
+#include "data/dataset.h"
+#include "nn/module.h"
+
+namespace razor::train {
+
+// Number of rows of logits (N, K) whose largest entry is the label (first maximum wins, as torch.argmax).
+int64_t count_correct(const Tensor& logits, const Tensor& labels);
+
+struct EvalResult {
+    double loss = 0, accuracy = 0, seconds = 0, images_per_second = 0;
+    int64_t images = 0;
+    std::vector<int64_t> class_correct, class_total;   // per class
+};
+
+// Test-set evaluation in eval mode without a tape (NoGradGuard), batches of `batch` in dataset order; restores the
+// model's training flag. Loss is the mean cross-entropy (no label smoothing).
+EvalResult evaluate(nn::Module& model, const data::ImageDataset& ds, const std::vector<float>& mean,
+                    const std::vector<float>& std, int64_t batch);
+
+}  // namespace razor::train

@@ -1,0 +1,53 @@
+// train/run_log.h -- a run's JSONL log (one JSON object per epoch or event) and the SVG curves drawn from it.
+//
+// reference: the log half of a PyTorch script that resumes (the log truncated to the saved epoch, then appended).
+// docs: docs/cli.md "Checkpoints".
+//
+// A resumed run keeps the entries its checkpoint covers and drops the rest (an epoch a kill interrupted after its log
+// line but before its checkpoint is redone and logged again, identically); a fresh run starts an empty log. Every
+// write is flushed, so a killed run leaves at most a torn last line, which the next trim drops.
+#pragma once
+
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "train/plot.h"
+
+namespace razor::train {
+
+// Rewrites the JSONL log at `path` (atomically) keeping only the entries `keep` accepts, in order, and returns them;
+// `keep` empty (a fresh run) leaves an empty log. Unparsable lines (a torn last line of a killed run) are dropped.
+std::vector<nlohmann::json> trim_log(const std::string& path, const std::function<bool(const nlohmann::json&)>& keep);
+
+// The curves of epoch entries with "epoch", "loss", "train_acc", "lr" and nullable "test_acc" / "test_loss"
+// (train/epoch_record.h): loss, accuracy and learning rate against the epoch.
+class Curves {
+public:
+    void add(const nlohmann::json& entry);
+    void write(const std::string& path) const;
+
+private:
+    Series loss_{"train loss", {}, {}}, test_loss_{"test loss", {}, {}}, train_{"train", {}, {}},
+        test_{"test", {}, {}}, lr_{"lr", {}, {}};
+};
+
+class RunLog {
+public:
+    // Trims `path` with `keep` (see trim_log) and opens it for appending. `plot_path` "" draws no curves; else every
+    // write() redraws them there from the entries kept and written. `command` prefixes errors.
+    RunLog(const std::string& command, const std::string& path, const std::function<bool(const nlohmann::json&)>& keep,
+           const std::string& plot_path = "");
+    void write(const nlohmann::json& entry);
+    const std::string& path() const { return path_; }
+    const std::string& plot_path() const { return plot_path_; }
+
+private:
+    std::string path_, plot_path_;
+    std::ofstream out_;
+    Curves curves_;
+};
+
+}  // namespace razor::train

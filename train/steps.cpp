@@ -1,0 +1,64 @@
+// train/steps.cpp -- see steps.h.
+#include "train/steps.h"
+
+#include <cmath>
+
+#include "core/anomaly.h"
+#include "core/core.h"
+#include "optim/clip_grad.h"
+
+namespace razor::train {
+
+DenseStep::DenseStep(nn::Module& model, optim::Optimizer& opt, optim::LRScheduler* sched, DenseStepOptions options)
+    : model_(model), opt_(opt), sched_(sched), options_(options) {}
+
+StepResult DenseStep::run(const data::Batch& b) {
+    StepResult r;
+    opt_.zero_grad();
+    r.logits = model_(b.images);                                           // (B, K)
+    const Tensor loss = cross_entropy(r.logits, b.labels, options_.label_smoothing);
+    const float value = loss.item();
+    r.loss = value;
+    if (!std::isfinite(value)) {
+        r.fault = fmt("the loss became ", value);
+        return r;
+    }
+    loss.backward();
+    if (options_.clip > 0) {
+        const double norm = optim::clip_grad_norm_(opt_.params(), options_.clip);
+        if (!std::isfinite(norm)) r.fault = fmt("the gradient norm became ", norm);
+    } else if (!grads_finite(model_.parameters())) {
+        r.fault = "a gradient became non-finite";
+    }
+    return r;
+}
+
+void DenseStep::update() { opt_.step(); }
+
+void DenseStep::advance() {
+    if (sched_) sched_->step();
+}
+
+double DenseStep::lr() const { return opt_.lr(); }
+
+void DenseStep::rerun(const data::Batch& b) {
+    opt_.zero_grad();
+    cross_entropy(model_(b.images), b.labels, options_.label_smoothing).backward();
+}
+
+StepResult VrpgeStep::run(const data::Batch& b) {
+    const VrpgeTrainer::Step s = trainer_.step(b.images, b.labels, masks_);
+    StepResult r;
+    r.loss = 0.5 * (s.result.loss1 + s.result.loss2);
+    r.logits = s.logits;
+    if (!std::isfinite(s.result.loss1) || !std::isfinite(s.result.loss2) || !std::isfinite(s.result.grad_norm))
+        r.fault = fmt("the loss or gradient norm became non-finite (losses ", s.result.loss1, ", ", s.result.loss2,
+                      ", norm ", s.result.grad_norm, ")");
+    r.metrics = {{"flops_ratio", s.cost_ratio},
+                 {"grad_norm", s.result.grad_norm},
+                 {"s_grad_norm", s.result.s_grad_norm},
+                 {"clipped", s.result.grad_norm > trainer_.options.max_norm ? 1.0 : 0.0}};
+    return r;
+}
+
+}  // namespace razor::train

@@ -1,0 +1,57 @@
+// train/steps.h -- the steps fit() runs (train/fit.h): the dense step and the VR-PGE iteration. The fixed-subnet
+// fine-tune of razor sparse-train phase B is the dense step with the model on a subnetwork (train/subnet.h:
+// SubnetScope); Back Razor is the dense step under a save policy (SavePolicyGuard), not a step of its own.
+//
+// reference: a PyTorch training step, opt.zero_grad(); loss = F.cross_entropy(model(x), y, label_smoothing);
+// loss.backward(); [clip_grad_norm_]; opt.step(); sched.step(). docs: docs/cli.md, docs/vr-pge.md.
+#pragma once
+
+#include "nn/module.h"
+#include "optim/optimizer.h"
+#include "optim/scheduler.h"
+#include "train/fit.h"
+#include "train/vrpge_trainer.h"
+
+namespace razor::train {
+
+struct DenseStepOptions {
+    float label_smoothing = 0;   // cross-entropy label smoothing in [0, 1)
+    double clip = 0;             // gradient-norm clip over the optimizer's parameters (0 = off)
+};
+
+// zero_grad, forward, loss, backward, [clip] in run(); the optimizer step in update(); the scheduler (optional) in
+// advance(). A non-finite loss, clipped gradient norm or (without clip) gradient is reported as the step's fault,
+// before the optimizer saw it.
+class DenseStep : public Step {
+public:
+    DenseStep(nn::Module& model, optim::Optimizer& opt, optim::LRScheduler* sched, DenseStepOptions options);
+    StepResult run(const data::Batch& batch) override;
+    void update() override;
+    void advance() override;
+    double lr() const override;
+    void rerun(const data::Batch& batch) override;
+
+private:
+    nn::Module& model_;
+    optim::Optimizer& opt_;
+    optim::LRScheduler* sched_;
+    DenseStepOptions options_;
+};
+
+// One VR-PGE phase-A iteration (VrpgeTrainer::step: both sampled passes, the estimator, the joint clip, Adam on s,
+// SGD on w, the projection). It updates the parameters itself, so a non-finite one cannot be skipped. Metrics:
+// flops_ratio (the sampled subnets' MACs over dense), grad_norm (the joint norm before the clip), s_grad_norm
+// (s.grad's alone), clipped (1 when the clip bound).
+class VrpgeStep : public Step {
+public:
+    VrpgeStep(VrpgeTrainer& trainer, Generator& masks) : trainer_(trainer), masks_(masks) {}
+    StepResult run(const data::Batch& batch) override;
+    double lr() const override { return trainer_.opt_w.lr(); }
+    bool can_skip() const override { return false; }
+
+private:
+    VrpgeTrainer& trainer_;
+    Generator& masks_;
+};
+
+}  // namespace razor::train
