@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "apps/args.h"
+#include "apps/flag_table.h"
 #include "apps/commands.h"
 #include "core/core.h"
 #include "models/registry.h"
@@ -29,42 +29,60 @@ std::vector<float> floats_of(const std::string& text) {
         out.push_back(static_cast<float>(v));
     return out;
 }
+
+struct EvalOptions {
+    std::string checkpoint, model, dataset, data, classes;
+    int64_t batch = 500, threads = 0;
+    bool json = false;
+};
+
+const FlagTable<EvalOptions>& eval_flags() {
+    using O = EvalOptions;
+    static const FlagTable<O> table =
+        FlagTable<O>()
+            .text("checkpoint", "", "run folder (uses last/), checkpoint folder (runs/x/best) or .safetensors file",
+                  &O::checkpoint)
+            .text("model", "", "model name (default: the one stored in the checkpoint)", &O::model)
+            .text("dataset", "", "cifar10 | cifar100 | fashion-mnist | folder (default: the checkpoint's, else "
+                  "cifar10)", &O::dataset)
+            .text("data", "", "dataset folder (cifar10: the folder holding test_batch.bin)", &O::data)
+            .text("classes", "", "keep only these classes, relabelled 0..k-1 (as given to razor train)", &O::classes)
+            .integer("batch", "500", "images per batch", &O::batch)
+            .integer("threads", "0", "OpenMP threads (0 = all cores)", &O::threads)
+            .boolean("json", "print one JSON line instead of the table", &O::json);
+    return table;
+}
+
 }  // namespace
 
 int run_eval(const std::vector<std::string>& argv) {
-    Args args("eval", "evaluate a checkpoint on a test set: accuracy, loss, per-class accuracy, img/s");
-    args.flag("checkpoint", "", "run folder (uses last/), checkpoint folder (runs/x/best) or .safetensors file")
-        .flag("model", "", "model name (default: the one stored in the checkpoint)")
-        .flag("dataset", "", "cifar10 | cifar100 | fashion-mnist | folder (default: the checkpoint's, else cifar10)")
-        .flag("data", "", "dataset folder (cifar10: the folder holding test_batch.bin)")
-        .flag("classes", "", "keep only these classes, relabelled 0..k-1 (as given to razor train)")
-        .flag("batch", "500", "images per batch")
-        .flag("threads", "0", "OpenMP threads (0 = all cores)")
-        .boolean("json", "print one JSON line instead of the table");
+    Args args = eval_flags().args("eval", "evaluate a checkpoint on a test set: accuracy, loss, per-class accuracy, "
+                                          "img/s");
     args.parse(argv);
     if (args.help_requested()) {
         std::printf("%s", args.usage().c_str());
         return 0;
     }
-    const int64_t batch = args.integer("batch"), threads = args.integer("threads");
+    const EvalOptions o = eval_flags().read(args);
+    const int64_t batch = o.batch, threads = o.threads;
     if (batch < 1) throw Error(fmt("razor eval: --batch must be >= 1, got ", batch));
     if (threads < 0) throw Error(fmt("razor eval: --threads must be >= 0 (0 = all cores), got ", threads));
-    if (args.str("checkpoint").empty())
+    if (o.checkpoint.empty())
         throw Error(fmt("razor eval: --checkpoint is required; hint: --checkpoint runs/NAME (the --out of razor train)\n\n",
                         args.usage()));
     set_num_threads(static_cast<int>(threads));
 
-    const Checkpoint ck = train::open_checkpoint(args.str("checkpoint"), /*model_only=*/true);
+    const Checkpoint ck = train::open_checkpoint(o.checkpoint, /*model_only=*/true);
     auto meta = [&](const char* key, const std::string& fallback) {
         auto it = ck.model_metadata.find(key);
         return it == ck.model_metadata.end() || it->second.empty() ? fallback : it->second;
     };
-    const std::string model_name = args.given("model") ? args.str("model") : meta("model", "");
+    const std::string model_name = !o.model.empty() ? o.model : meta("model", "");
     if (model_name.empty())
         throw Error(fmt("razor eval: the checkpoint names no model; hint: pass --model (razor info --list)"));
-    const std::string dataset = args.given("dataset") ? args.str("dataset") : meta("dataset", "cifar10");
+    const std::string dataset = !o.dataset.empty() ? o.dataset : meta("dataset", "cifar10");
     const bool stored_norm = ck.model_metadata.count("normalize_mean") && ck.model_metadata.count("normalize_std");
-    train::DataSplits data = train::load_splits("razor eval", dataset, args.str("data"), args.str("classes"),
+    train::DataSplits data = train::load_splits("razor eval", dataset, o.data, o.classes,
                                   /*need_train=*/!stored_norm && dataset == "folder");
     if (stored_norm) data.mean = floats_of(meta("normalize_mean", "")), data.std = floats_of(meta("normalize_std", ""));
     const Shape image = data.test.image_shape();
@@ -88,7 +106,7 @@ int run_eval(const std::vector<std::string>& argv) {
     auto class_name = [&](int64_t k) {
         return k < static_cast<int64_t>(data.test.classes.size()) ? data.test.classes[k] : fmt("class ", k);
     };
-    if (args.on("json")) {
+    if (o.json) {
         nlohmann::json per_class = nlohmann::json::array();
         for (int64_t k = 0; k < K; ++k)
             per_class.push_back({{"class", class_name(k)},

@@ -13,7 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "apps/args.h"
+#include "apps/flag_table.h"
 #include "apps/commands.h"
 #include "apps/razor_flags.h"
 #include "train/plot.h"
@@ -56,44 +56,63 @@ void write_tape_files(const models::ModelSummary& s, const std::string& stem, co
     train::write_svg_bars(stem + ".svg", title, "MiB", categories, {dense, stored});
 }
 
+
+struct InfoOptions {
+    std::string model, out;
+    int64_t classes = 10, batch = 1, channels = 3, image_size = 32, depth = 0, threads = 0;
+    bool tape = false, list = false;
+    RazorFlags razor;
+};
+
+const FlagTable<InfoOptions>& info_flags() {
+    using O = InfoOptions;
+    static const std::string model_help = models::model_names_joined();
+    static const FlagTable<O> table =
+        FlagTable<O>()
+            .text("model", "resnet20", model_help.c_str(), &O::model)
+            .integer("classes", "10", "number of classes (the head's outputs)", &O::classes)
+            .integer("batch", "1", "batch size of the forward whose tape is measured", &O::batch)
+            .integer("channels", "3", "input channels", &O::channels)
+            .integer("image-size", "32", "input height = width (28 for MNIST-style mlp / lenet5)", &O::image_size)
+            .integer("depth", "0", "vit_tiny: number of transformer blocks (0 = 12)", &O::depth)
+            .integer("threads", "0", "OpenMP threads (0 = all cores)", &O::threads)
+            .family(razor_flag_family(), &O::razor)   // --razor R > 0 prints the tape breakdown
+            .boolean("tape", "print the tape breakdown (per module and op: stored vs dense-equivalent) for the dense "
+                     "tape", &O::tape)
+            .text("out", "runs/info", "folder for the tape breakdown's CSV and SVG (with --razor or --tape)", &O::out)
+            .boolean("list", "print the model names and exit", &O::list);
+    return table;
+}
+
 }  // namespace
 
 int run_info(const std::vector<std::string>& argv) {
-    Args args("info", "print a model's layers: output shapes, parameters, forward FLOPs, saved-activation bytes");
-    args.flag("model", "resnet20", models::model_names_joined())
-        .flag("classes", "10", "number of classes (the head's outputs)")
-        .flag("batch", "1", "batch size of the forward whose tape is measured")
-        .flag("channels", "3", "input channels")
-        .flag("image-size", "32", "input height = width (28 for MNIST-style mlp / lenet5)")
-        .flag("depth", "0", "vit_tiny: number of transformer blocks (0 = 12)")
-        .flag("threads", "0", "OpenMP threads (0 = all cores)");
-    for (const FlagSpec& f : razor_flag_family().specs()) args.flag(f.name, f.value, f.help);   // --razor R: the breakdown
-    args.boolean("tape", "print the tape breakdown (per module and op: stored vs dense-equivalent) for the dense tape")
-        .flag("out", "runs/info", "folder for the tape breakdown's CSV and SVG (with --razor or --tape)")
-        .boolean("list", "print the model names and exit");
+    Args args = info_flags().args("info", "print a model's layers: output shapes, parameters, forward FLOPs, "
+                                          "saved-activation bytes");
     args.parse(argv);
     if (args.help_requested()) {
         std::printf("%s", args.usage().c_str());
         return 0;
     }
-    if (args.on("list")) {
+    const InfoOptions o = info_flags().read(args);
+    if (o.list) {
         for (const auto& n : models::model_names()) std::printf("%s\n", n.c_str());
         return 0;
     }
-    const int64_t batch = args.integer("batch"), classes = args.integer("classes");
+    const int64_t batch = o.batch, classes = o.classes;
     if (batch < 1) throw Error(fmt("razor info: --batch must be >= 1, got ", batch));
-    const RazorFlags razor_flags = razor_flag_family().read(args);
+    const RazorFlags& razor_flags = o.razor;
     const double razor = razor_flags.ratio;
     SavePolicyGuard save_policy(razor_policy_from_flags("razor info", razor_flags));
-    const bool tape = razor > 0 || args.on("tape");
-    set_num_threads(static_cast<int>(args.integer("threads")));
+    const bool tape = razor > 0 || o.tape;
+    set_num_threads(static_cast<int>(o.threads));
 
     models::ModelOptions options;
-    options.in_channels = args.integer("channels");
-    options.image_size = args.integer("image-size");
-    options.depth = args.integer("depth");
+    options.in_channels = o.channels;
+    options.image_size = o.image_size;
+    options.depth = o.depth;
     Generator gen(0);
-    const std::string name = args.str("model");
+    const std::string& name = o.model;
     auto model = models::make_model(name, classes, gen, options);
 
     std::printf("%s\n", runtime_banner().c_str());
@@ -116,8 +135,8 @@ int run_info(const std::vector<std::string>& argv) {
     } else {
         std::snprintf(tag, sizeof tag, "dense");
     }
-    std::filesystem::create_directories(args.str("out"));
-    const std::string stem = (std::filesystem::path(args.str("out")) / fmt("tape-", name, "-b", batch, "-", tag)).string();
+    std::filesystem::create_directories(o.out);
+    const std::string stem = (std::filesystem::path(o.out) / fmt("tape-", name, "-b", batch, "-", tag)).string();
     write_tape_files(summary, stem, fmt(name, ", batch ", batch, ": saved-activation MiB, ", policy));
     std::printf("wrote  %s.csv, %s.svg\n", stem.c_str(), stem.c_str());
     return 0;

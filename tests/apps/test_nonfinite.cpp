@@ -43,6 +43,41 @@ struct BnNet : nn::Module {
 
 std::vector<float> values(const Tensor& t) { return t.to_vector(); }
 
+using Command = int (*)(const std::vector<std::string>&);
+
+// Runs `command` with stdout captured; returns its exit code.
+int run_quiet(Command command, const std::vector<std::string>& args) {
+    int rc = 0;
+    test::capture_stdout([&] { rc = test::run_command(command, args); });
+    return rc;
+}
+
+// The message of the razor::Error `command` throws ("" when it throws none).
+std::string error_of(Command command, const std::vector<std::string>& args) {
+    try {
+        run_quiet(command, args);
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std::string>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+}
+
+// What a run stopped by a non-finite second step says, razor train's and sparse-train phase B's alike: where, the
+// first non-finite value with its op and module, and a hint.
+void check_stop_message(const std::string& message) {
+    INFO(message);
+    CHECK(message.find("at epoch 1 step 2/2") != std::string::npos);
+    CHECK(message.find("first non-finite value: ") != std::string::npos);
+    CHECK(message.find("(module '") != std::string::npos);
+    CHECK(message.find(" NaN, ") != std::string::npos);
+    CHECK(message.find("hint:") != std::string::npos);
+}
+
 }  // namespace
 
 TEST_CASE("NonFiniteGuard: stop names the op and module; skip restores BN statistics and moves the RNG on") {
@@ -105,32 +140,14 @@ TEST_CASE("razor train: a non-finite step names the op; --skip-nonfinite skips a
     const std::vector<std::string> flags = {"--model", "lenet5", "--data", d, "--out", out, "--batch", "10",
                                             "--epochs", "1", "--threads", "1", "--sched", "none", "--eval-every", "0",
                                             "--lr", "1e35", "--wd", "0", "--augment", "none"};
-    auto train = [](const std::vector<std::string>& args) {
-        int rc = 0;
-        test::capture_stdout([&] { rc = test::run_command(apps::run_train, args); });
-        return rc;
-    };
-    auto plus = [](std::vector<std::string> a, const std::vector<std::string>& b) {
-        a.insert(a.end(), b.begin(), b.end());
-        return a;
-    };
-    std::string message;
-    try {
-        train(flags);
-    } catch (const Error& e) {
-        message = e.what();
-    }
-    INFO(message);
-    CHECK(message.find("at epoch 1 step 2/2") != std::string::npos);
-    CHECK(message.find("first non-finite value: ") != std::string::npos);
-    CHECK(message.find("(module '") != std::string::npos);
-    CHECK(message.find(" NaN, ") != std::string::npos);
-    CHECK(message.find("hint:") != std::string::npos);
+    const std::string message = error_of(apps::run_train, flags);
+    check_stop_message(message);
+    CHECK(message.find("stopped, no checkpoint was written yet (epoch 1)") != std::string::npos);
     CHECK_FALSE(std::filesystem::exists(out + "/last"));   // nothing was written: the run stopped in epoch 1
 
     // --skip-nonfinite: batch 1 makes 20 steps; 19 are skipped, the epoch completes, the skips are counted.
     const auto skipping = plus(flags, {"--overwrite", "--skip-nonfinite", "--batch", "1", "--steps-per-epoch", "20"});
-    REQUIRE(train(skipping) == 0);
+    REQUIRE(run_quiet(apps::run_train, skipping) == 0);
     std::ifstream log(out + "/log.jsonl");
     std::string line;
     std::getline(log, line);
@@ -140,8 +157,8 @@ TEST_CASE("razor train: a non-finite step names the op; --skip-nonfinite skips a
     // the loss average of the one good step is finite)
     CHECK(std::isfinite(j.at("loss").get<double>()));
     // two epochs: the 20th skip in a row (epoch 2 step 1) gives up
-    CHECK_THROWS_WITH_AS(train(plus(skipping, {"--epochs", "2"})), Contains("gave up after 20 non-finite steps"),
-                         Error);
+    CHECK(error_of(apps::run_train, plus(skipping, {"--epochs", "2"})).find("gave up after 20 non-finite steps") !=
+          std::string::npos);
 }
 
 TEST_CASE("razor sparse-train phase B: a non-finite fine-tune step is handled as razor train's: it stops naming the "
@@ -157,35 +174,17 @@ TEST_CASE("razor sparse-train phase B: a non-finite fine-tune step is handled as
                                             "--select-batches", "1", "--threads", "1", "--workers", "1",
                                             "--eval-batch", "10", "--finetune-lr", "1e35", "--wd", "0",
                                             "--augment", "none"};
-    auto sparse_train = [](const std::vector<std::string>& args) {
-        int rc = 0;
-        test::capture_stdout([&] { rc = test::run_command(apps::run_sparse_train, args); });
-        return rc;
-    };
-    auto plus = [](std::vector<std::string> a, const std::vector<std::string>& b) {
-        a.insert(a.end(), b.begin(), b.end());
-        return a;
-    };
-    std::string message;
-    try {
-        sparse_train(flags);
-    } catch (const Error& e) {
-        message = e.what();
-    }
-    INFO(message);
-    CHECK(message.find("razor sparse-train: ") == 0);
-    CHECK(message.find("at epoch 1 step 2/2") != std::string::npos);
-    CHECK(message.find("first non-finite value: ") != std::string::npos);
-    CHECK(message.find("(module '") != std::string::npos);
+    const std::string message = error_of(apps::run_sparse_train, flags);
+    check_stop_message(message);
+    CHECK(message.rfind("razor sparse-train: ", 0) == 0);
     CHECK(message.find("stopped, the last checkpoint (" + out + "/last, epoch 0) is intact") != std::string::npos);
-    CHECK(message.find("hint:") != std::string::npos);
     // the selection's checkpoint is intact: phase B, no fine-tune epoch done
     CHECK(train::load_checkpoint(out).train_metadata.at("phase") == "B");
     for (const auto& j : test::read_jsonl(out + "/log.jsonl")) CHECK(j.at("phase") == "B-select");
 
     // --skip-nonfinite: batch 1 makes 20 steps; 19 are skipped, the epoch completes, the skips are counted.
     const auto skipping = plus(flags, {"--overwrite", "--skip-nonfinite", "--batch", "1", "--steps-per-epoch", "20"});
-    REQUIRE(sparse_train(skipping) == 0);
+    REQUIRE(run_quiet(apps::run_sparse_train, skipping) == 0);
     int b_lines = 0;
     for (const auto& j : test::read_jsonl(out + "/log.jsonl")) {
         if (j.at("phase") != "B") continue;
@@ -195,6 +194,6 @@ TEST_CASE("razor sparse-train phase B: a non-finite fine-tune step is handled as
     }
     CHECK(b_lines == 1);
     // two fine-tune epochs: the 20th skip in a row (epoch 2 step 1) gives up
-    CHECK_THROWS_WITH_AS(sparse_train(plus(skipping, {"--finetune-epochs", "2"})),
-                         Contains("gave up after 20 non-finite steps"), Error);
+    CHECK(error_of(apps::run_sparse_train, plus(skipping, {"--finetune-epochs", "2"}))
+              .find("gave up after 20 non-finite steps") != std::string::npos);
 }
