@@ -2,6 +2,7 @@
 #include "apps/args.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "core/check.h"
@@ -54,6 +55,12 @@ void Args::parse(const std::vector<std::string>& argv) {
         }
         f.given = true;
     }
+}
+
+bool Args::parse_or_usage(const std::vector<std::string>& argv) {
+    parse(argv);
+    if (help_) std::printf("%s", usage().c_str());
+    return !help_;
 }
 
 const Args::Flag& Args::get(const std::string& name) const {

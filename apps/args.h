@@ -20,6 +20,8 @@ public:
 
     // Throws razor::Error (with the usage appended) on unknown flags, missing values or stray arguments.
     void parse(const std::vector<std::string>& argv);
+    // parse(), then with -h / --help prints the usage to stdout and returns false (the command has nothing to do).
+    bool parse_or_usage(const std::vector<std::string>& argv);
 
     std::string str(const std::string& name) const;
     int64_t integer(const std::string& name) const;     // checked: the whole value must be an integer

@@ -23,6 +23,7 @@
 
 #include "apps/commands.h"
 #include "apps/razor_flags.h"
+#include "apps/run_flags.h"
 #include "core/core.h"
 #include "models/registry.h"
 #include "optim/sgd.h"
@@ -34,27 +35,25 @@ namespace razor::apps {
 namespace {
 
 struct BenchOptions {
-    std::string model;
-    int64_t batch = 128, steps = 10, warmup = 2, threads = 0, classes = 10, channels = 3, image_size = 32, seed = 0;
+    ModelInputFlags input;
+    int64_t batch = 128, steps = 10, warmup = 2, threads = 0, seed = 0;
     int64_t align = 0;
     double keep = 0;
     bool one_backward = false, json = false;
     RazorFlags razor;
 };
 
+constexpr const char* kSummary = "time the training step (forward, backward, SGD momentum) on synthetic data";
+
 const FlagTable<BenchOptions>& bench_flags() {
     using O = BenchOptions;
-    static const std::string model_help = models::model_names_joined();
     static const FlagTable<O> table =
         FlagTable<O>()
-            .text("model", "resnet20", model_help.c_str(), &O::model)
+            .family(model_input_flag_family(), &O::input)
             .integer("batch", "128", "images per step", &O::batch)
             .integer("steps", "10", "timed steps (the median is reported)", &O::steps)
             .integer("warmup", "2", "untimed steps first", &O::warmup)
             .integer("threads", "0", "OpenMP threads (0 = all cores)", &O::threads)
-            .integer("classes", "10", "number of classes", &O::classes)
-            .integer("channels", "3", "input channels", &O::channels)
-            .integer("image-size", "32", "input height = width", &O::image_size)
             .integer("seed", "0", "seed for init and the synthetic batch", &O::seed)
             .real("keep", "0", "VR-PGE: time the sparse-training iteration at this channel keep ratio (0 = dense "
                   "step)", &O::keep)
@@ -67,25 +66,16 @@ const FlagTable<BenchOptions>& bench_flags() {
     return table;
 }
 
-}  // namespace
-
-int run_bench(const std::vector<std::string>& argv) {
-    Args args = bench_flags().args("bench", "time the training step (forward, backward, SGD momentum) on synthetic data");
-    args.parse(argv);
-    if (args.help_requested()) {
-        std::printf("%s", args.usage().c_str());
-        return 0;
-    }
-    const BenchOptions o = bench_flags().read(args);
-    const int64_t batch = o.batch, steps = o.steps, warmup = o.warmup, classes = o.classes;
+int bench(const BenchOptions& o) {
+    const int64_t batch = o.batch, steps = o.steps, warmup = o.warmup, classes = o.input.classes;
     if (batch < 1 || steps < 1 || warmup < 0 || o.threads < 0 || classes < 1)
         throw Error(fmt("razor bench: expected --batch >= 1, --steps >= 1, --warmup >= 0, --threads >= 0, --classes "
                         ">= 1; got ", batch, ", ", steps, ", ", warmup, ", ", o.threads, ", ", classes));
     SavePolicyGuard save_policy(razor_policy_from_flags("razor bench", o.razor));
     set_num_threads(static_cast<int>(o.threads));
 
-    const std::string& name = o.model;
-    models::ModelOptions options{.in_channels = o.channels, .image_size = o.image_size};
+    const std::string& name = o.input.model;
+    models::ModelOptions options{.in_channels = o.input.channels, .image_size = o.input.image_size};
     Generator gen(static_cast<uint64_t>(o.seed));
     auto model = models::make_model(name, classes, gen, options);
     optim::SGD opt(model->named_parameters(), {.lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true});
@@ -193,6 +183,12 @@ int run_bench(const std::vector<std::string>& argv) {
                 format_bytes(memory_stats().cached_bytes).c_str());
     std::printf("  peak RSS            %s\n", format_bytes(peak_rss_bytes()).c_str());
     return 0;
+}
+
+}  // namespace
+
+int run_bench(const std::vector<std::string>& argv) {
+    return run_with_flags(bench_flags(), "bench", kSummary, argv, bench);
 }
 
 }  // namespace razor::apps

@@ -33,6 +33,8 @@ struct DemoOptions {
     double lr = 0.01;
 };
 
+constexpr const char* kSummary = "train a small CNN on Fashion-MNIST and report accuracy, speed and memory";
+
 const FlagTable<DemoOptions>& demo_flags() {
     using O = DemoOptions;
     static const FlagTable<O> table =
@@ -74,16 +76,7 @@ void build_mlp(nn::Sequential& model, int64_t hidden, Generator& gen) {
     model.add(std::make_shared<nn::Linear>(hidden, 10, true, gen));
 }
 
-}  // namespace
-
-int run_demo(const std::vector<std::string>& argv) {
-    Args args = demo_flags().args("demo", "train a small CNN on Fashion-MNIST and report accuracy, speed and memory");
-    args.parse(argv);
-    if (args.help_requested()) {
-        std::printf("%s", args.usage().c_str());
-        return 0;
-    }
-    const DemoOptions o = demo_flags().read(args);
+int demo(const DemoOptions& o) {
     if (o.epochs < 1 || o.batch < 1 || o.hidden < 1 || o.lr <= 0)
         throw Error(fmt("razor demo: --epochs, --batch, --hidden must be >= 1 and --lr > 0; got ", o.epochs, ", ",
                         o.batch, ", ", o.hidden, ", ", o.lr));
@@ -125,6 +118,12 @@ int run_demo(const std::vector<std::string>& argv) {
     std::printf("wrote   %s/log.jsonl, %s/curves.svg, %s/model.safetensors\n", o.out.c_str(), o.out.c_str(),
                 o.out.c_str());
     return 0;
+}
+
+}  // namespace
+
+int run_demo(const std::vector<std::string>& argv) {
+    return run_with_flags(demo_flags(), "demo", kSummary, argv, demo);
 }
 
 }  // namespace razor::apps

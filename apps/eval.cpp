@@ -36,6 +36,8 @@ struct EvalOptions {
     bool json = false;
 };
 
+constexpr const char* kSummary = "evaluate a checkpoint on a test set: accuracy, loss, per-class accuracy, img/s";
+
 const FlagTable<EvalOptions>& eval_flags() {
     using O = EvalOptions;
     static const FlagTable<O> table =
@@ -53,23 +55,13 @@ const FlagTable<EvalOptions>& eval_flags() {
     return table;
 }
 
-}  // namespace
-
-int run_eval(const std::vector<std::string>& argv) {
-    Args args = eval_flags().args("eval", "evaluate a checkpoint on a test set: accuracy, loss, per-class accuracy, "
-                                          "img/s");
-    args.parse(argv);
-    if (args.help_requested()) {
-        std::printf("%s", args.usage().c_str());
-        return 0;
-    }
-    const EvalOptions o = eval_flags().read(args);
+int eval(const EvalOptions& o) {
     const int64_t batch = o.batch, threads = o.threads;
     if (batch < 1) throw Error(fmt("razor eval: --batch must be >= 1, got ", batch));
     if (threads < 0) throw Error(fmt("razor eval: --threads must be >= 0 (0 = all cores), got ", threads));
     if (o.checkpoint.empty())
         throw Error(fmt("razor eval: --checkpoint is required; hint: --checkpoint runs/NAME (the --out of razor train)\n\n",
-                        args.usage()));
+                        eval_flags().args("eval", kSummary).usage()));
     set_num_threads(static_cast<int>(threads));
 
     const Checkpoint ck = train::open_checkpoint(o.checkpoint, /*model_only=*/true);
@@ -132,6 +124,12 @@ int run_eval(const std::vector<std::string>& argv) {
     std::printf("\nresult  test accuracy %.2f%%  loss %.4f  |  %.0f img/s on %d threads\n", 100 * r.accuracy, r.loss,
                 r.images_per_second, num_threads());
     return 0;
+}
+
+}  // namespace
+
+int run_eval(const std::vector<std::string>& argv) {
+    return run_with_flags(eval_flags(), "eval", kSummary, argv, eval);
 }
 
 }  // namespace razor::apps

@@ -68,6 +68,13 @@ public:
     Args args(const std::string& command, const std::string& summary) const {
         return make_flag_args(command, summary, specs_);
     }
+    // The options of `argv`, or none when it asked for --help (the usage is printed then).
+    std::optional<O> parse(const std::string& command, const std::string& summary,
+                           const std::vector<std::string>& argv) const {
+        Args a = args(command, summary);
+        if (!a.parse_or_usage(argv)) return std::nullopt;
+        return read(a);
+    }
     O read(const Args& a) const {
         O o{};
         for (const Reader& r : readers_) r(a, o);
@@ -88,5 +95,14 @@ private:
     std::vector<FlagSpec> specs_;
     std::vector<Reader> readers_;
 };
+
+// A command's entry point: parses `argv` with `table` and runs `body` on the options; with --help prints the usage
+// and returns 0.
+template <class O, class F>
+int run_with_flags(const FlagTable<O>& table, const std::string& command, const std::string& summary,
+                   const std::vector<std::string>& argv, F&& body) {
+    const std::optional<O> options = table.parse(command, summary, argv);
+    return options ? body(*options) : 0;
+}
 
 }  // namespace razor::apps

@@ -16,6 +16,7 @@
 #include "apps/flag_table.h"
 #include "apps/commands.h"
 #include "apps/razor_flags.h"
+#include "apps/run_flags.h"
 #include "train/plot.h"
 #include "core/core.h"
 #include "models/registry.h"
@@ -58,22 +59,22 @@ void write_tape_files(const models::ModelSummary& s, const std::string& stem, co
 
 
 struct InfoOptions {
-    std::string model, out;
-    int64_t classes = 10, batch = 1, channels = 3, image_size = 32, depth = 0, threads = 0;
+    ModelInputFlags input;
+    std::string out;
+    int64_t batch = 1, depth = 0, threads = 0;
     bool tape = false, list = false;
     RazorFlags razor;
 };
 
+constexpr const char* kSummary =
+    "print a model's layers: output shapes, parameters, forward FLOPs, saved-activation bytes";
+
 const FlagTable<InfoOptions>& info_flags() {
     using O = InfoOptions;
-    static const std::string model_help = models::model_names_joined();
     static const FlagTable<O> table =
         FlagTable<O>()
-            .text("model", "resnet20", model_help.c_str(), &O::model)
-            .integer("classes", "10", "number of classes (the head's outputs)", &O::classes)
+            .family(model_input_flag_family(), &O::input)
             .integer("batch", "1", "batch size of the forward whose tape is measured", &O::batch)
-            .integer("channels", "3", "input channels", &O::channels)
-            .integer("image-size", "32", "input height = width (28 for MNIST-style mlp / lenet5)", &O::image_size)
             .integer("depth", "0", "vit_tiny: number of transformer blocks (0 = 12)", &O::depth)
             .integer("threads", "0", "OpenMP threads (0 = all cores)", &O::threads)
             .family(razor_flag_family(), &O::razor)   // --razor R > 0 prints the tape breakdown
@@ -84,22 +85,12 @@ const FlagTable<InfoOptions>& info_flags() {
     return table;
 }
 
-}  // namespace
-
-int run_info(const std::vector<std::string>& argv) {
-    Args args = info_flags().args("info", "print a model's layers: output shapes, parameters, forward FLOPs, "
-                                          "saved-activation bytes");
-    args.parse(argv);
-    if (args.help_requested()) {
-        std::printf("%s", args.usage().c_str());
-        return 0;
-    }
-    const InfoOptions o = info_flags().read(args);
+int info(const InfoOptions& o) {
     if (o.list) {
         for (const auto& n : models::model_names()) std::printf("%s\n", n.c_str());
         return 0;
     }
-    const int64_t batch = o.batch, classes = o.classes;
+    const int64_t batch = o.batch, classes = o.input.classes;
     if (batch < 1) throw Error(fmt("razor info: --batch must be >= 1, got ", batch));
     const RazorFlags& razor_flags = o.razor;
     const double razor = razor_flags.ratio;
@@ -108,11 +99,11 @@ int run_info(const std::vector<std::string>& argv) {
     set_num_threads(static_cast<int>(o.threads));
 
     models::ModelOptions options;
-    options.in_channels = o.channels;
-    options.image_size = o.image_size;
+    options.in_channels = o.input.channels;
+    options.image_size = o.input.image_size;
     options.depth = o.depth;
     Generator gen(0);
-    const std::string& name = o.model;
+    const std::string& name = o.input.model;
     auto model = models::make_model(name, classes, gen, options);
 
     std::printf("%s\n", runtime_banner().c_str());
@@ -140,6 +131,12 @@ int run_info(const std::vector<std::string>& argv) {
     write_tape_files(summary, stem, fmt(name, ", batch ", batch, ": saved-activation MiB, ", policy));
     std::printf("wrote  %s.csv, %s.svg\n", stem.c_str(), stem.c_str());
     return 0;
+}
+
+}  // namespace
+
+int run_info(const std::vector<std::string>& argv) {
+    return run_with_flags(info_flags(), "info", kSummary, argv, info);
 }
 
 }  // namespace razor::apps

@@ -1,6 +1,7 @@
 // apps/run_flags.cpp -- see run_flags.h.
 #include "apps/run_flags.h"
 
+#include "models/registry.h"
 #include "train/data_splits.h"
 
 namespace razor::apps {
@@ -16,6 +17,18 @@ const FlagTable<DataFlags>& data_flag_family() {
                   &F::classes)
             .text("augment", "crop+flip", "crop+flip (pad 4, random crop, horizontal flip) | none", &F::augment)
             .integer("workers", "1", "data loader threads building batches ahead", &F::workers, true);
+    return table;
+}
+
+const FlagTable<ModelInputFlags>& model_input_flag_family() {
+    using F = ModelInputFlags;
+    static const std::string model_help = models::model_names_joined();
+    static const FlagTable<F> table =
+        FlagTable<F>()
+            .text("model", "resnet20", model_help.c_str(), &F::model)
+            .integer("classes", "10", "number of classes (the head's outputs)", &F::classes)
+            .integer("channels", "3", "input channels", &F::channels)
+            .integer("image-size", "32", "input height = width (28 for MNIST-style mlp / lenet5)", &F::image_size);
     return table;
 }
 

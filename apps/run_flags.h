@@ -1,6 +1,7 @@
 // apps/run_flags.h -- the flag families razor train, finetune and sparse-train share, each declared once: the data
 // (--dataset, --data, --classes, --augment, --workers) and the run folder with its loop controls (--out, --resume,
-// --overwrite, --stop-after, --threads, --seed, --eval-every, --eval-batch, --steps-per-epoch, --skip-nonfinite).
+// --overwrite, --stop-after, --threads, --seed, --eval-every, --eval-batch, --steps-per-epoch, --skip-nonfinite); and
+// the synthetic-input model of razor bench and razor info.
 // docs: docs/cli.md.
 #pragma once
 
@@ -22,7 +23,14 @@ struct RunFlags {
     int64_t stop_after = 0, threads = 0, seed = 0, eval_every = 1, eval_batch = 500, steps_per_epoch = 0;
 };
 
+// --model, --classes, --channels, --image-size: a zoo model on synthetic input (razor bench, razor info).
+struct ModelInputFlags {
+    std::string model;
+    int64_t classes = 10, channels = 3, image_size = 32;
+};
+
 const FlagTable<DataFlags>& data_flag_family();
+const FlagTable<ModelInputFlags>& model_input_flag_family();
 // --out's default is the command's (set_default("out", ...)).
 const FlagTable<RunFlags>& run_flag_family();
 

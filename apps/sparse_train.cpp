@@ -56,11 +56,7 @@ double cosine(double base, int64_t epoch, int64_t epochs) {
 
 int run_sparse_train(const std::vector<std::string>& argv) {
     Args args = sparse_args();
-    args.parse(argv);
-    if (args.help_requested()) {
-        std::printf("%s", args.usage().c_str());
-        return 0;
-    }
+    if (!args.parse_or_usage(argv)) return 0;
     const RunStart start = start_run(kCmd, sparse_flag_table().specs(), args, "sparse-train",
                                      " (its train state has no s, no phase); hint: continue a razor train run with "
                                      "razor train --resume");

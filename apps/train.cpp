@@ -53,11 +53,7 @@ void check_resumed_epochs(const TrainOptions& c, const std::string& config_json)
 
 int run_training(const std::vector<std::string>& argv, bool finetune) {
     Args args = train_args(finetune);
-    args.parse(argv);
-    if (args.help_requested()) {
-        std::printf("%s", args.usage().c_str());
-        return 0;
-    }
+    if (!args.parse_or_usage(argv)) return 0;
     const std::string cmd = finetune ? "razor finetune" : "razor train";
     const auto& specs = train_flag_table(finetune).specs();
     const RunStart start = start_run(cmd, specs, args);

@@ -136,7 +136,10 @@ ExportedSubnet export_subnetwork(nn::Module& model, const models::ChannelPrunabl
     model.eval();
     auto sub = prunable.extract(plan);
     std::string widths;
-    for (int64_t w : sub.widths) widths += (widths.empty() ? "" : ",") + fmt(w);
+    for (int64_t w : sub.widths) {
+        if (!widths.empty()) widths += ',';
+        widths += fmt(w);
+    }
     metadata["widths"] = widths;
     metadata["bn_semantics"] = "true-sparse";
     const std::filesystem::path dir = std::filesystem::path(out) / "subnet";
