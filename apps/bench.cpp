@@ -95,7 +95,7 @@ int run_bench(const std::vector<std::string>& argv) {
     int64_t os_allocations_at_warm = 0;   // tensor blocks the caching allocator had to take from the OS
     for (int64_t s = 0; s < warmup + steps; ++s) {
         if (s == warmup) reset_peak_memory(), os_allocations_at_warm = memory_stats().os_allocations;
-        TapeAccounting::instance().reset_peak();
+        current_tape().reset_peak();
         const auto t0 = std::chrono::steady_clock::now();
         if (vrpge) {
             const double ratio = vrpge->step(x, labels, gen).cost_ratio;
@@ -109,7 +109,7 @@ int run_bench(const std::vector<std::string>& argv) {
         const double elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         if (s < warmup) continue;
         ms.push_back(elapsed);
-        const TapeTotals t = TapeAccounting::instance().peak();
+        const TapeTotals t = current_tape().peak();
         if (t.stored_bytes > tape.stored_bytes) tape = t;
     }
     std::vector<double> sorted = ms;

@@ -114,7 +114,7 @@ int run_demo(const std::vector<std::string>& argv) {
             const int64_t global = (epoch - 1) * steps_per_epoch + step;
             opt.set_lr(static_cast<float>(lr * 0.5 * (1 + std::cos(M_PI * global / (epochs * steps_per_epoch)))));
             data::Batch xb = data::make_batch(train, order, step * batch, (step + 1) * batch, kMean, kStd);
-            TapeAccounting::instance().reset_peak();
+            current_tape().reset_peak();
 
             opt.zero_grad();
             Tensor logits = model(xb.images);
@@ -126,7 +126,7 @@ int run_demo(const std::vector<std::string>& argv) {
             loss.backward();
             opt.step();
 
-            tape_peak = TapeAccounting::instance().peak();
+            tape_peak = current_tape().peak();
             loss_sum += loss_value * batch;
             correct += count_correct(logits, xb.labels);
             seen += batch;

@@ -507,7 +507,7 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
         TapeTotals tape;
         for (data::Batch& b : loader) {
             if (step >= spe) break;
-            TapeAccounting::instance().reset_peak();
+            current_tape().reset_peak();
             r.lr = opt->lr();   // the lr this step uses
             nonfinite.begin_step();
             opt->zero_grad();
@@ -544,7 +544,7 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
             opt->step();
             if (sched) sched->step();
             ++step, ++global_step;
-            const TapeTotals t = TapeAccounting::instance().peak();
+            const TapeTotals t = current_tape().peak();
             if (t.stored_bytes > tape.stored_bytes) tape = t;
             const int64_t B = b.labels.size(0);
             loss_sum += static_cast<double>(loss_value) * B;
