@@ -31,7 +31,8 @@ struct Tape::Accounts {
     TapeTotals peak;
 };
 
-Tape::Tape() : accounts_(std::make_unique<Accounts>()), owner_(std::this_thread::get_id()) {}
+Tape::Tape(std::shared_ptr<const SavePolicy> base)
+    : accounts_(std::make_unique<Accounts>()), base_policy_(std::move(base)), owner_(std::this_thread::get_id()) {}
 Tape::~Tape() = default;
 
 uint64_t Tape::add(SavedRecord record, const Storage* shared) {
@@ -169,7 +170,12 @@ std::string Tape::report() const {
 
 const SavePolicy& Tape::save_policy() const {
     static const DenseSavePolicy dense;   // immutable
-    return policies_.empty() ? dense : *policies_.back();
+    if (!policies_.empty()) return *policies_.back();
+    return base_policy_ ? *base_policy_ : dense;
+}
+
+std::shared_ptr<const SavePolicy> Tape::save_policy_handle() const {
+    return policies_.empty() ? base_policy_ : policies_.back();
 }
 
 void Tape::push_save_policy(std::shared_ptr<const SavePolicy> policy) {
@@ -209,7 +215,7 @@ const std::shared_ptr<Tape>& current_tape_handle() {
 
 Tape& current_tape() { return *current_tape_handle(); }
 
-TapeScope::TapeScope() : TapeScope(std::make_shared<Tape>()) {}
+TapeScope::TapeScope() : TapeScope(std::make_shared<Tape>(current_tape().save_policy_handle())) {}
 
 TapeScope::TapeScope(std::shared_ptr<Tape> tape) : tape_(std::move(tape)) {
     RAZOR_CHECK(tape_ != nullptr) << "TapeScope: null tape; hint: TapeScope() makes a fresh one";

@@ -7,11 +7,11 @@
 // A Tape holds
 //   * the accounting of every item saved into it: live and peak totals (a storage saved by several nodes counts
 //     once), the live records in save order, and report(), a table grouped by module path and op;
-//   * a stack of save policies: the innermost SavePolicyGuard's, else the dense policy.
+//   * a stack of save policies: the innermost SavePolicyGuard's, else the tape's base policy (dense unless given).
 // Each thread has a default tape. A TapeScope makes another one current on this thread until it ends; scopes nest:
 //
-//     TapeScope step;                                     // a fresh tape for this step
 //     SavePolicyGuard razor(std::make_shared<sparse::RazorSavePolicy>());
+//     TapeScope step;                                     // a fresh tape for this step, starting with that policy
 //     Tensor loss = cross_entropy(model(x), y);           // saves go to step.tape(), packed by the razor policy
 //     const TapeTotals peak = step.tape().peak();         // this step's peak, nothing else's
 //     loss.backward();                                    // every record goes away again
@@ -54,12 +54,14 @@ struct TapeTotals {
     int64_t items = 0;
 };
 
+// Shared by handle (std::shared_ptr: TapeScope, SavedContext), never copied.
 class Tape {
 public:
-    Tape();
-    ~Tape();
+    // `base`: the policy under an empty stack (nullptr: the dense policy).
+    explicit Tape(std::shared_ptr<const SavePolicy> base = nullptr);
     Tape(const Tape&) = delete;
     Tape& operator=(const Tape&) = delete;
+    ~Tape();
 
     // ---- accounting: the bytes this tape holds right now, and their peak
     TapeTotals live() const;
@@ -70,7 +72,8 @@ public:
     std::string report() const;
 
     // ---- save policies (SavePolicyGuard pushes and pops; Module::set_save_policy uses the guard)
-    const SavePolicy& save_policy() const;   // the innermost pushed policy, else the dense policy
+    const SavePolicy& save_policy() const;   // the innermost pushed policy, else the base policy
+    std::shared_ptr<const SavePolicy> save_policy_handle() const;   // the same; nullptr for the dense policy
     void push_save_policy(std::shared_ptr<const SavePolicy> policy);   // non-null
     void pop_save_policy();
 
@@ -88,6 +91,7 @@ private:
 
     struct Accounts;
     std::unique_ptr<Accounts> accounts_;   // records, dedup table, totals (touched by the tape's thread only)
+    std::shared_ptr<const SavePolicy> base_policy_;   // under the stack (null: dense)
     std::vector<std::shared_ptr<const SavePolicy>> policies_;
     std::atomic<std::thread::id> owner_;   // the thread the tape belongs to
     mutable std::mutex foreign_mutex_;     // guards foreign_ only: never taken by a save on the tape's thread
@@ -95,11 +99,13 @@ private:
     mutable std::atomic<bool> has_foreign_{false};
 };
 
-// Makes `tape` the current tape of this thread until the scope ends (and makes this thread its owner).
+// Makes a tape the current tape of this thread until the scope ends (and makes this thread its owner).
 class TapeScope {
 public:
-    TapeScope();                                  // a fresh tape
-    explicit TapeScope(std::shared_ptr<Tape> tape);
+    // A fresh tape whose base policy is the one in force here (active_save_policy()), so measuring a step on its own
+    // tape never changes how it is saved.
+    TapeScope();
+    explicit TapeScope(std::shared_ptr<Tape> tape);   // `tape` as it is (its own policy stack)
     ~TapeScope();
     TapeScope(const TapeScope&) = delete;
     TapeScope& operator=(const TapeScope&) = delete;

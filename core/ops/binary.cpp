@@ -8,7 +8,7 @@
 //
 // Saves:
 //   add, sub  nothing (the gradients are g and +/-g).
-//   mul       both inputs as SaveRole::PointwiseOperand (ga = g * b needs b, gb = g * a needs a), and only the ones whose
+//   mul       both inputs as SaveRole::PointwiseOperand (ga = g * b needs b, gb = g * a needs a), only those whose
 //             partner requires grad.
 //   div       a and b as PointwiseOperand (ga = g / b, gb = -g a / b^2).
 //   scalar    mul/div by a scalar save nothing; rdiv (s / a) saves a (PointwiseOperand).

@@ -17,8 +17,8 @@
 //     (each gemm single-threaded), else gemm splits each product over the threads.
 //
 // Saves: a as SaveRole::InputGradOperand if b needs a gradient (gb = a^T g), b as SaveRole::InputGradOperand if a
-//        needs one (ga = g b^T). Nothing else: the shapes come from the node's edges. Saved views (a transposed K) are kept
-//        as the view, so the tape holds no copy of them.
+//        needs one (ga = g b^T). Nothing else: the shapes come from the node's edges. Saved views (a transposed K)
+//        are kept as the view, so the tape holds no copy of them.
 #include "core/ops/matmul.h"
 
 #include <algorithm>

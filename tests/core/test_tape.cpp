@@ -88,19 +88,29 @@ TEST_CASE("tape: scopes nest; each tape has its own records and its own save-pol
     Tensor y1 = small_graph(4, 40);   // mul's a and b go through the outer policy (the mask does not: save_mask)
     CHECK(outer_policy->calls == 2);
     {
-        TapeScope inner;
+        TapeScope inner;   // a fresh tape, starting with the policy in force
         CHECK(&current_tape() == &inner.tape());
-        CHECK(active_save_policy().name() == "dense");   // a fresh tape starts with the dense policy
+        CHECK(&active_save_policy() == outer_policy.get());
         Tensor y2 = small_graph(8, 50);
-        CHECK(outer_policy->calls == 2);
+        CHECK(outer_policy->calls == 4);
         CHECK(inner.tape().live().stored_bytes == small_graph_bytes(8));
         CHECK(outer.tape().live().stored_bytes == small_graph_bytes(4));
         {
-            TapeScope again(outer.handle());   // the same tape may be made current again
+            auto inner_policy = std::make_shared<CountingPolicy>();
+            SavePolicyGuard on_inner(inner_policy);   // pushed on the inner tape only
+            TapeScope again(outer.handle());          // the same tape may be made current again ...
             CHECK(&current_tape() == &outer.tape());
-            CHECK(&active_save_policy() == outer_policy.get());
+            CHECK(&active_save_policy() == outer_policy.get());   // ... with its own stack
+            TapeScope bare(std::make_shared<Tape>());   // a tape made by hand starts dense
+            CHECK(active_save_policy().name() == "dense");
+            Tensor y3 = small_graph(2, 55);
+            CHECK(outer_policy->calls == 4);
+            CHECK(inner_policy->calls == 0);
+            CHECK(bare.tape().live().items == 3);
+            y3.backward(Tensor::ones(y3.shape()));
         }
         CHECK(&current_tape() == &inner.tape());
+        CHECK(&active_save_policy() == outer_policy.get());
         y2.backward(Tensor::ones(y2.shape()));
         CHECK(inner.tape().live().items == 0);
     }
@@ -219,6 +229,10 @@ TEST_CASE("tape: SavePolicyGuard pops from the tape it pushed onto; push and pop
         }
         CHECK(tape->save_policy().name() == "dense");
     }
+    auto based = std::make_shared<Tape>(policy);   // a base policy sits under the stack and cannot be popped
+    CHECK(&based->save_policy() == policy.get());
+    CHECK(based->save_policy_handle() == policy);
+    CHECK_THROWS_WITH_AS(based->pop_save_policy(), doctest::Contains("no policy pushed"), Error);
     CHECK_THROWS_WITH_AS(tape->pop_save_policy(), doctest::Contains("no policy pushed"), Error);
     CHECK_THROWS_WITH_AS(tape->push_save_policy(nullptr), doctest::Contains("null policy"), Error);
     CHECK_THROWS_WITH_AS(TapeScope(std::shared_ptr<Tape>()), doctest::Contains("TapeScope: null tape"), Error);

@@ -40,7 +40,9 @@ private:
 models::ModelOptions small_options(const std::string& name) {
     if (name == "mlp" || name == "lenet5") return {.in_channels = 1, .image_size = 28};
     if (name == "vit_tiny") return {.image_size = 8, .depth = 2};
-    return {};
+    if (name == "vit_b_16" || name == "vit_s_16") return {.image_size = 16, .depth = 1};   // one patch, one block
+    if (name == "resnet18" || name == "resnet34" || name == "resnet50") return {.image_size = 16};
+    return {};   // the CIFAR resnets and vggs: 32x32 only
 }
 
 const SaveRole kActivationRoles[] = {SaveRole::WeightGradOperand, SaveRole::InputGradOperand,
@@ -101,7 +103,7 @@ TEST_CASE("save roles: every activation of every zoo model is covered by an expl
         CHECK(activations[SaveRole::WeightGradOperand] > 0);   // every model has a conv or a linear
         CHECK(activations[SaveRole::LossOperand] == 1);        // the loss head
         if (name.starts_with("resnet") || name.starts_with("vgg")) CHECK(activations[SaveRole::BatchNormInput] > 0);
-        if (name == "vit_tiny") {
+        if (name.starts_with("vit")) {
             CHECK(activations[SaveRole::LayerNormInput] > 0);
             CHECK(activations[SaveRole::InputGradOperand] > 0);
             CHECK(activations[SaveRole::GeluInput] > 0);
