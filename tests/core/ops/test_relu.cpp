@@ -42,9 +42,9 @@ TEST_CASE("relu6: gradcheck away from 0 and 6; saves a 1-bit mask; matches PyTor
 
     Tensor big = randn_leaf({8, 64}, 9);
     Tensor y = relu6(big);
-    CHECK(TapeAccounting::instance().live().stored_bytes == 64);   // 512 bits
+    CHECK(current_tape().live().stored_bytes == 64);   // 512 bits
     y.backward(Tensor::ones(y.shape()));
-    CHECK(TapeAccounting::instance().live().stored_bytes == 0);
+    CHECK(current_tape().live().stored_bytes == 0);
 
     SafeTensors fx = load_fixture("relu6");
     Tensor xf = leaf(fx.tensors.at("x"));
