@@ -2,7 +2,7 @@
 //
 // Builds the model from the zoo (models/registry.h), runs one training-mode forward at --batch on random input,
 // and prints models::format_summary: per module its path, type, output shape, own parameters, forward FLOPs
-// (2 x MACs; conv: output elements x IC/groups x K x K) and the bytes the tape saved for it (TapeAccounting,
+// (2 x MACs; conv: output elements x IC/groups x K x K) and the bytes the tape saved for it (current_tape(),
 // ReLUs at 1 bit per element), then the totals. docs/models.md lists the tables for every model.
 //
 // --razor R [--razor-values V] runs that forward under Back Razor's save policy and adds the tape breakdown

@@ -306,7 +306,7 @@ int main(int argc, char** argv) {
     for (int rep = 0; rep < steps + 1; ++rep) {
         for (StepVariant& v : sv) {
             for (Tensor& p : net.params) p.zero_grad();
-            TapeAccounting::instance().reset_peak();
+            current_tape().reset_peak();
             const double t0 = now_ms();
             Tensor loss;
             {
@@ -316,7 +316,7 @@ int main(int argc, char** argv) {
             loss.backward();
             const double t1 = now_ms();
             if (rep >= 1) v.ms.push_back(t1 - t0);
-            v.peak = TapeAccounting::instance().peak();
+            v.peak = current_tape().peak();
         }
     }
     std::printf("\nResNet-20 training step (forward + backward), batch 128, %d threads, median of %d:\n", num_threads(), steps);

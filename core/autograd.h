@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/saved.h"
+#include "core/tape.h"
 #include "core/tensor.h"
 
 namespace razor {

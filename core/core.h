@@ -10,4 +10,5 @@
 #include "core/runtime.h"
 #include "core/safetensors.h"
 #include "core/saved.h"
+#include "core/tape.h"
 #include "core/tensor.h"

@@ -6,7 +6,7 @@
 
 #include "core/check.h"
 #include "core/gemm.h"
-#include "core/saved.h"
+#include "core/tape.h"
 
 #ifdef _OPENMP
 #include <omp.h>

@@ -1,31 +1,54 @@
 // core/saved.h -- the saved-tensor seam: what the tape keeps for backward, in which form, at what cost.
 //
 // reference: torch.autograd.graph.saved_tensors_hooks (pack/unpack) and SavedVariable (version check).
-// docs: ../docs/architecture.md "The two seams", docs/back-razor.md.
+// docs: ../docs/autograd.md "The tape", docs/back-razor.md.
 //
-// An op never stores a raw tensor for backward. In its forward it hands each item to its node's context:
+// An op never stores a raw tensor for backward. In its forward it hands each item to its node's context, naming
+// what the item is for (its role, below):
 //
-//     node->ctx.save("x", x, SaveKind::Activation);     // policy decides: dense, pruned bitmap+values, ...
-//     node->ctx.save("W", W, SaveKind::Parameter);      // by reference, 0 bytes, version-checked
-//     node->ctx.save_mask("mask", std::move(bits));     // already 1 bit per element
+//     node->ctx.save("x", x, SaveRole::WeightGradOperand);   // policy decides: dense, pruned bitmap+values, ...
+//     node->ctx.save("W", W, SaveRole::Parameter);           // by reference, 0 bytes, version-checked
+//     node->ctx.save_mask("mask", std::move(bits));          // already 1 bit per element (SaveRole::Mask)
 //
 // and in backward asks for it back:
 //
 //     Tensor x = ctx.unpack("x");                       // dense fp32 transient, freed when backward returns
 //     const SavedTensor& s = ctx.saved("x");            // the stored form, for kernels that use it directly
 //
-// The active SavePolicy (set per scope with SavePolicyGuard; modules set theirs around their forward) turns
-// each item into a SavedTensor. Ops do not know which policy is active. Every SavedTensor reports its stored
-// bytes and its dense-equivalent bytes to TapeAccounting, attributed to the op and module path that saved it.
-// After a node's backward the engine calls ctx.release(): the stored forms are destroyed and the accounting
-// drops back.
+// The save policy in force on the current tape (core/tape.h: set per scope with SavePolicyGuard; modules set
+// theirs around their forward) turns each item into a SavedTensor. Ops do not know which policy is active. Every
+// SavedTensor reports its stored bytes and its dense-equivalent bytes to the tape it was saved into, attributed to
+// the op and module path that saved it. After a node's backward the engine calls ctx.release(): the stored forms
+// are destroyed and that tape's accounting drops back.
 //
-// Kinds (what the item *is*; the policy's only input besides the site):
-//   Activation  a layer's input/output kept for a weight or input gradient. Back Razor prunes these.
-//   Mask        a 0/1 pattern (ReLU, dropout). Stored as 1 bit per element.
-//   Indices     argmax positions, gather indices. Kept exact.
-//   Statistics  small per-row/per-channel values (mean, rstd). Kept exact and dense.
-//   Parameter   a weight held by reference: not copied, not counted, but version-checked.
+// Roles: what a saved item is FOR -- which gradient it enters and how. A policy decides on the role alone (never
+// on op or item names), so an op that saves under an existing role gets that role's treatment, and a new role is
+// a compile warning in every policy that switches on it. Each op's `Saves:` block names the role of every item.
+//
+//   role                kind        for                                                      saved by
+//   WeightGradOperand   Activation  enters only the weight gradient (gW = g^T x); the input  conv2d x, linear x
+//                                   and bias gradients do not need it
+//   InputGradOperand    Activation  a product operand that enters input gradients            matmul a, b;
+//                                   (ga = g b^T, gb = a^T g; softmax gx = P (g - sum g P))   softmax y
+//   BatchNormInput      Activation  batch norm's input: x_hat (train) and gamma's gradient   batch_norm x,
+//                                                                                            batch_norm_relu x
+//   LayerNormInput      Activation  layer norm's input: x_hat and gamma's gradient           layer_norm x
+//   GeluInput           Activation  GELU's input: backward needs only GELU'(x)               gelu x
+//   PointwiseOperand    Activation  an elementwise factor of an input gradient (g b, g / x,  mul, div, rdiv_scalar
+//                                   g (1 - y^2)); small errors multiply every gradient       a, b; exp, sqrt, tanh,
+//                                   before it                                                sigmoid y; log, pow x
+//   LossOperand         Activation  a loss head's probabilities (gx = (P - q) / N) or        cross_entropy probs,
+//                                   log-probabilities                                        log_softmax y
+//   Mask                Mask        a 0/1 pattern, stored as 1 bit per element               relu, dropout,
+//                                                                                            batch_norm_relu mask
+//   Indices             Indices     argmax positions, gather indices, targets: kept exact    max pools, max,
+//                                                                                            index_select, targets
+//   Statistics          Statistics  small per-row/per-channel values (mean, rstd): exact     batch_norm, layer_norm
+//   Parameter           Parameter   a weight or buffer held by reference: not copied, not    W, weight, running_*
+//                                   counted, but version-checked
+//
+// Kinds (what the item *is*, save_kind(role)): Activation items are the large ones a policy may compress; the
+// other kinds are kept exact by every policy.
 #pragma once
 
 #include <cstdint>
@@ -42,12 +65,48 @@ namespace razor {
 enum class SaveKind : uint8_t { Activation, Mask, Indices, Statistics, Parameter };
 const char* save_kind_name(SaveKind kind);
 
-// Where an item is saved: the policy may decide per op, per module path, per item name.
+// What a saved item is for (the table above). Adding a role: add it here, to save_kind() and save_role_name(),
+// to the table, and a case to every policy's switch (RazorSavePolicy::decide); the compiler lists the switches.
+enum class SaveRole : uint8_t {
+    WeightGradOperand,
+    InputGradOperand,
+    BatchNormInput,
+    LayerNormInput,
+    GeluInput,
+    PointwiseOperand,
+    LossOperand,
+    Mask,
+    Indices,
+    Statistics,
+    Parameter,
+};
+const char* save_role_name(SaveRole role);   // "weight-grad-operand", ...
+
+constexpr SaveKind save_kind(SaveRole role) {
+    switch (role) {
+        case SaveRole::WeightGradOperand:
+        case SaveRole::InputGradOperand:
+        case SaveRole::BatchNormInput:
+        case SaveRole::LayerNormInput:
+        case SaveRole::GeluInput:
+        case SaveRole::PointwiseOperand:
+        case SaveRole::LossOperand: return SaveKind::Activation;
+        case SaveRole::Mask: return SaveKind::Mask;
+        case SaveRole::Indices: return SaveKind::Indices;
+        case SaveRole::Statistics: return SaveKind::Statistics;
+        case SaveRole::Parameter: return SaveKind::Parameter;
+    }
+    return SaveKind::Activation;
+}
+
+// Where an item is saved. Policies decide on `role` (and may override per module path); `op` and `name` are for
+// error messages and reports only.
 struct SaveSite {
     std::string_view op;            // "conv2d"
     std::string_view module_path;   // "layer1.0.conv1" (empty outside modules)
     std::string_view name;          // "x"
-    SaveKind kind;
+    SaveRole role;
+    SaveKind kind() const { return save_kind(role); }
 };
 
 // The stored form of one saved item. Subclasses: DenseSaved (here), MaskSaved (here), and the Back Razor codecs
@@ -132,21 +191,6 @@ public:
     std::unique_ptr<SavedTensor> pack(const Tensor& t, const SaveSite& site) const override;
 };
 
-// The policy in force on this thread (innermost SavePolicyGuard, else the process default = dense).
-const SavePolicy& active_save_policy();
-void set_default_save_policy(std::shared_ptr<const SavePolicy> policy);   // nullptr restores dense
-
-class SavePolicyGuard {
-public:
-    explicit SavePolicyGuard(std::shared_ptr<const SavePolicy> policy);   // nullptr: keep the outer policy
-    ~SavePolicyGuard();
-    SavePolicyGuard(const SavePolicyGuard&) = delete;
-    SavePolicyGuard& operator=(const SavePolicyGuard&) = delete;
-
-private:
-    bool pushed_;
-};
-
 // Module path for attribution: modules push their name around forward ("layer1" then "0" -> "layer1.0").
 class NameScope {
 public:
@@ -156,6 +200,8 @@ public:
     NameScope& operator=(const NameScope&) = delete;
 };
 std::string current_module_path();
+
+class Tape;   // core/tape.h
 
 // ---- the per-node context ----
 class SavedContext {
@@ -168,9 +214,11 @@ public:
     // Called by the node that owns this context when it is recorded.
     void bind(std::string op, std::string module_path);
 
-    void save(const std::string& name, const Tensor& t, SaveKind kind);   // through the active policy
-    void save_mask(const std::string& name, BitMask bits, const Shape& shape);
-    void save_stored(const std::string& name, std::unique_ptr<SavedTensor> stored, SaveKind kind);
+    // Items go to the tape current when the first one is saved (current_tape()), and are removed from that same
+    // tape on release, from whichever thread and whenever that happens.
+    void save(const std::string& name, const Tensor& t, SaveRole role);   // through the tape's save policy
+    void save_mask(const std::string& name, BitMask bits, const Shape& shape);   // role Mask
+    void save_stored(const std::string& name, std::unique_ptr<SavedTensor> stored, SaveRole role);
 
     Tensor unpack(const std::string& name) const;       // dense transient
     const SavedTensor& saved(const std::string& name) const;
@@ -185,58 +233,18 @@ public:
 private:
     struct Item {
         std::string name;
-        SaveKind kind;
+        SaveRole role;
         std::unique_ptr<SavedTensor> stored;
         uint64_t record_id;
     };
     const Item& find(const std::string& name) const;
+    Tape& tape();   // the tape this context saves into (bound on the first save)
 
     std::string op_;
     std::string module_path_;
+    std::shared_ptr<Tape> tape_;   // kept alive until release: records are removed from the tape they went to
     std::vector<Item> items_;
     bool released_ = false;
 };
-
-// ---- accounting: the bytes the tape holds right now, and their peak ----
-struct SavedRecord {
-    uint64_t id;
-    std::string op;
-    std::string module_path;
-    std::string name;
-    SaveKind kind;
-    std::string format;
-    Shape shape;
-    int64_t stored_bytes;    // what this item holds itself (0 if its storage was already counted)
-    int64_t dense_bytes;     // what a dense fp32 tape would hold for it (0 for parameters)
-};
-
-struct TapeTotals {
-    int64_t stored_bytes = 0;
-    int64_t dense_bytes = 0;
-    int64_t items = 0;
-};
-
-class TapeAccounting {
-public:
-    static TapeAccounting& instance();
-
-    TapeTotals live() const;
-    TapeTotals peak() const;             // highest stored_bytes since reset_peak (with its dense bytes)
-    void reset_peak();
-    std::vector<SavedRecord> records() const;   // live records in save order
-    // A table of the live tape grouped by module path and op: items, stored, dense-equivalent, ratio.
-    std::string report() const;
-
-    // used by SavedContext
-    uint64_t add(SavedRecord record, const Storage* shared);
-    void remove(uint64_t id);
-
-private:
-    TapeAccounting() = default;
-    struct Impl;
-    Impl& impl() const;
-};
-
-std::string format_bytes(int64_t bytes);   // "61.2 MiB"
 
 }  // namespace razor

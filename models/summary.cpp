@@ -82,7 +82,7 @@ ModelSummary summarize(nn::Module& model, const Shape& input_shape, uint64_t see
     const bool was_training = model.is_training();
 
     std::set<uint64_t> before;
-    for (const auto& r : TapeAccounting::instance().records()) before.insert(r.id);
+    for (const auto& r : current_tape().records()) before.insert(r.id);
     Generator gen(seed);
     const Tensor x = Tensor::randn(input_shape, gen);
     model.train();
@@ -100,7 +100,7 @@ ModelSummary summarize(nn::Module& model, const Shape& input_shape, uint64_t see
         const Tensor y = model(x);   // the graph, and so the tape, lives until the end of this scope
         s.output = y.shape();
         std::map<std::pair<std::string, std::string>, size_t> tape_index;   // (path, op) -> s.tape
-        for (const auto& r : TapeAccounting::instance().records()) {
+        for (const auto& r : current_tape().records()) {
             if (before.count(r.id)) continue;
             if (r.kind != SaveKind::Parameter) {
                 auto [t, fresh] = tape_index.try_emplace({r.module_path, r.op}, s.tape.size());

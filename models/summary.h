@@ -4,7 +4,7 @@
 //
 // summarize(model, input_shape) runs ONE training-mode forward (grad on, so the tape records what a training
 // step would keep) on seeded N(0, 1) input, watching every module call through nn::ForwardObserverGuard, and
-// then reads TapeAccounting's records of that forward grouped by module path. BN buffers are restored after, so
+// then reads the current tape's records of that forward grouped by module path. BN buffers are restored after, so
 // the model is left as it was.
 //
 // Counting conventions (docs/baselines.md §4): MAC = multiply-accumulate, FLOPs = 2 MACs; only the products are
@@ -41,7 +41,7 @@ struct LayerSummary {
     int64_t saved_dense_bytes = 0;   // what a dense fp32 tape would hold for the same items
 };
 
-// One (module path, op) node's saved items, as TapeAccounting recorded them (parameters held by reference, 0 bytes,
+// One (module path, op) node's saved items, as the tape recorded them (parameters held by reference, 0 bytes,
 // are left out). `saved` lists them as "name:format", e.g. "x:bitmap+f32 r=0.90 mean:dense rstd:dense".
 struct TapeRow {
     std::string path;          // module path ("layer1.0.conv1"; "" for ops called by the model itself)

@@ -81,38 +81,49 @@ RazorSavePolicy::Resolved RazorSavePolicy::resolve_module(std::string_view modul
 
 RazorSavePolicy::Decision RazorSavePolicy::decide(const SaveSite& site) const {
     Decision d;
-    if (site.kind != SaveKind::Activation) return d;   // masks, indices, statistics, parameters: as dense
-    const std::string_view op = site.op, name = site.name;
-    enum class Role { None, Operand, LayerNorm, BatchNorm, Attention, Gelu } role = Role::None;
-    if ((op == "conv2d" || op == "linear") && name == "x") role = Role::Operand;
-    else if (op == "matmul" && (name == "a" || name == "b")) role = Role::Attention;
-    else if (op == "layer_norm" && name == "x") role = Role::LayerNorm;
-    else if ((op == "batch_norm" || op == "batch_norm_relu") && name == "x") role = Role::BatchNorm;
-    else if (op == "softmax" && name == "y") role = Role::Attention;
-    else if (op == "gelu" && name == "x") role = Role::Gelu;
-    if (role == Role::None) return d;
+    // The role alone picks the rule; every role has its case (no default), so a new role is a compile warning here
+    // and, if ignored, an uncovered decision (covered = false) that tests/sparse/test_save_roles.cpp reports.
+    enum class Rule { Uncovered, Operand, LayerNorm, BatchNorm, Attention, Gelu } rule = Rule::Uncovered;
+    switch (site.role) {
+        case SaveRole::WeightGradOperand: rule = Rule::Operand; break;
+        case SaveRole::InputGradOperand: rule = Rule::Attention; break;
+        case SaveRole::LayerNormInput: rule = Rule::LayerNorm; break;
+        case SaveRole::BatchNormInput: rule = Rule::BatchNorm; break;
+        case SaveRole::GeluInput: rule = Rule::Gelu; break;
+        // Elementwise factors of input gradients and a loss head's probabilities: exact (an error would multiply
+        // every gradient before them; they are small next to the conv/linear inputs).
+        case SaveRole::PointwiseOperand:
+        case SaveRole::LossOperand:
+        // Not activations: exact, as the dense policy.
+        case SaveRole::Mask:
+        case SaveRole::Indices:
+        case SaveRole::Statistics:
+        case SaveRole::Parameter: d.covered = true; return d;
+    }
+    if (rule == Rule::Uncovered) return d;
+    d.covered = true;
 
     const Resolved m = resolve_module(site.module_path);
     if (!m.enabled) return d;
     d.options.ratio = m.ratio;
     d.options.ties = config_.ties;
     d.options.values = m.values.value_or(config_.values);
-    switch (role) {
-        case Role::Operand: d.form = Form::Razored; break;
-        case Role::LayerNorm:
-        case Role::BatchNorm:
-            if (!(role == Role::LayerNorm ? config_.prune_layer_norm_inputs : config_.prune_batch_norm_inputs)) return d;
+    switch (rule) {
+        case Rule::Operand: d.form = Form::Razored; break;
+        case Rule::LayerNorm:
+        case Rule::BatchNorm:
+            if (!(rule == Rule::LayerNorm ? config_.prune_layer_norm_inputs : config_.prune_batch_norm_inputs)) return d;
             d.form = Form::Razored;
             d.options.values = m.values.value_or(config_.norm_values);
             break;
-        case Role::Attention:
+        case Rule::Attention:
             switch (config_.attention) {
                 case AttentionSave::Dense: return d;
                 case AttentionSave::DenseI8: d.form = Form::DenseI8, d.options.values = ValueCodec::I8; break;
                 case AttentionSave::Razored: d.form = Form::Razored; break;
             }
             break;
-        case Role::Gelu:
+        case Rule::Gelu:
             switch (config_.gelu) {
                 case GeluSave::Dense: return d;
                 case GeluSave::DenseF16: d.form = Form::DenseF16, d.options.values = ValueCodec::F16; break;
@@ -121,7 +132,7 @@ RazorSavePolicy::Decision RazorSavePolicy::decide(const SaveSite& site) const {
                 case GeluSave::Derivative4: d.form = Form::GeluCode; break;
             }
             break;
-        case Role::None: break;
+        case Rule::Uncovered: break;
     }
     return d;
 }
@@ -182,7 +193,7 @@ std::unique_ptr<SavedTensor> RazorSavePolicy::pack(const Tensor& t, const SaveSi
         case Form::GeluCode: return GeluDerivativeCode::pack(t);
         case Form::Dense: break;
     }
-    return std::make_unique<DenseSaved>(t, std::string(site.op), site.kind != SaveKind::Parameter);
+    return std::make_unique<DenseSaved>(t, std::string(site.op), site.role != SaveRole::Parameter);
 }
 
 }  // namespace razor::sparse

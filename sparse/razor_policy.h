@@ -7,20 +7,23 @@
 //
 //     SavePolicyGuard guard(std::make_shared<sparse::RazorSavePolicy>(sparse::RazorConfig{.ratio = 0.9}));
 //
-// (or model.set_save_policy(...), or set_default_save_policy(...)) every op's saves are decided by SaveSite:
+// (or model.set_save_policy(...)) every item's stored form is decided by its role (SaveSite::role, core/saved.h) --
+// never by op or item name -- and the module path (overrides below):
 //
-//   op            item  kind         stored as
-//   conv2d        x     Activation   razored (bitmap + `values`)          gW approximate; gx, gb exact
-//   linear        x     Activation   razored (bitmap + `values`)          gW approximate; gx, gb exact
-//   matmul        a, b  Activation   per `attention`: razored (bitmap + `values`; ga, gb approximate), dense int8,
-//                                    or dense
-//   softmax       y     Activation   per `attention` (the attention probabilities P)
-//   batch_norm    x     Activation   dense by default (see prune_batch_norm_inputs); opt-in razored (bitmap +
-//                                    `norm_values`, the segmentation variant), mean/rstd: Statistics, exact dense fp32
-//   layer_norm    x     Activation   razored (bitmap + `norm_values`)     mean/rstd: Statistics, exact dense fp32
-//   gelu          x     Activation   per `gelu`: dense fp16 (the reference), dense fp32, dense int8, razored, or a
-//                                    4-bit code of GELU's derivative (sparse/gelu_code.h; a razor extension)
-//   anything else, and every Mask / Indices / Statistics / Parameter item: as the dense policy (DenseSaved).
+//   role               saved by                    stored as
+//   WeightGradOperand  conv2d x, linear x          razored (bitmap + `values`)          gW approximate; gx, gb exact
+//   InputGradOperand   matmul a, b; softmax y      per `attention`: razored (bitmap + `values`; input gradients
+//                                                  approximate), dense int8, or dense
+//   BatchNormInput     batch_norm(_relu) x         dense by default (see prune_batch_norm_inputs); opt-in razored
+//                                                  (bitmap + `norm_values`, the segmentation variant)
+//   LayerNormInput     layer_norm x                razored (bitmap + `norm_values`; prune_layer_norm_inputs = false:
+//                                                  dense)
+//   GeluInput          gelu x                      per `gelu`: dense fp16 (the reference), dense fp32, dense int8,
+//                                                  razored, or a 4-bit code of GELU's derivative (sparse/gelu_code.h;
+//                                                  a razor extension)
+//   PointwiseOperand   mul/div a, b; exp y; ...    dense (exact)
+//   LossOperand        cross_entropy probs, ...    dense (exact)
+//   Mask, Indices, Statistics (mean/rstd), Parameter: as the dense policy (DenseSaved; parameters by reference).
 //
 // Per-module overrides (a razor extension; the reference has one global ratio plus a head ratio): `modules` maps a
 // module-path prefix to a RazorModuleConfig. The longest prefix that matches whole path components wins ("fc"
@@ -45,7 +48,7 @@
 #include <string>
 #include <vector>
 
-#include "core/saved.h"
+#include "core/tape.h"
 #include "sparse/razored_tensor.h"
 
 namespace razor::sparse {
@@ -111,6 +114,7 @@ public:
     enum class Form : uint8_t { Dense, Razored, DenseF16, DenseI8, GeluCode };
     struct Decision {
         Form form = Form::Dense;
+        bool covered = false;       // a case of decide() handled the role (false only for a role without a case)
         RazorPackOptions options;   // for Razored; options.values also names the DenseI8/DenseF16 codec
     };
     Decision decide(const SaveSite& site) const;

@@ -3,7 +3,7 @@
 
 namespace razor::train {
 
-void TapeMeter::begin_step() { TapeAccounting::instance().reset_peak(); }
-TapeTotals TapeMeter::end_step() const { return TapeAccounting::instance().peak(); }
+void TapeMeter::begin_step() { current_tape().reset_peak(); }
+TapeTotals TapeMeter::end_step() const { return current_tape().peak(); }
 
 }  // namespace razor::train

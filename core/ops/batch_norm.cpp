@@ -27,16 +27,16 @@
 // about 5.5 % (quiet machine).
 //
 // Saves (batch_norm_relu saves exactly what batch_norm followed by relu saves, so tape accounting is unchanged):
-//   training=true   x as SaveKind::Activation (Back Razor may prune it) and per-channel mean and rstd as
-//                   SaveKind::Statistics (dense fp32, 2 floats per channel), computed from the true x. Backward
+//   training=true   x as SaveRole::BatchNormInput (Back Razor may prune it) and per-channel mean and rstd as
+//                   SaveRole::Statistics (dense fp32, 2 floats per channel), computed from the true x. Backward
 //                   recomputes x_hat = (x - mean) * rstd from them (back-razor.md §6.3), so a razored x works
-//                   unchanged. weight by reference (SaveKind::Parameter, 0 bytes) when x needs a gradient.
+//                   unchanged. weight by reference (SaveRole::Parameter, 0 bytes) when x needs a gradient.
 //                   Only what is needed: x, mean, rstd when x or weight needs a gradient; nothing for bias alone.
 //   training=false  y = x*a + c per channel, a = weight * rstd_run. gx = g*a needs no activation: running_var and
-//                   weight are held by reference (SaveKind::Parameter, 0 bytes, version-checked) when x needs a
-//                   gradient; x (Activation) and running_mean (reference) only when weight needs a gradient.
+//                   weight are held by reference (SaveRole::Parameter, 0 bytes, version-checked) when x needs a
+//                   gradient; x (BatchNormInput) and running_mean (reference) only when weight needs a gradient.
 //                   So a frozen BN in eval mode saves 0 bytes.
-//   with ReLU       plus the 1-bit mask of y > 0 (SaveKind::Mask, M*C/8 bytes), what relu saves (core/ops/relu.cpp),
+//   with ReLU       plus the 1-bit mask of y > 0 (SaveRole::Mask, M*C/8 bytes), what relu saves (core/ops/relu.cpp),
 //                   whenever the node is recorded.
 // The running statistics are module buffers held by the model anyway; a training call after an eval forward
 // writes them in place, which makes that eval node's backward throw (version check) instead of using new values.
@@ -358,19 +358,19 @@ Tensor batch_norm_impl(const char* op, const Tensor& x_in, const Tensor& weight,
     if (auto node = record<BatchNormBackward>(op, {x, weight, bias}, y)) {
         node->N = N, node->C = C, node->S = S, node->training = training, node->eps = eps, node->relu = relu;
         const bool want_x = node->needs_grad(0), want_w = node->needs_grad(1);
-        if (want_x && weight.defined()) node->ctx.save("weight", weight, SaveKind::Parameter);
+        if (want_x && weight.defined()) node->ctx.save("weight", weight, SaveRole::Parameter);
         if (training) {
             if (want_x || want_w) {
-                node->ctx.save("x", x, SaveKind::Activation);
-                node->ctx.save("mean", mean, SaveKind::Statistics);
-                node->ctx.save("rstd", rstd, SaveKind::Statistics);
+                node->ctx.save("x", x, SaveRole::BatchNormInput);
+                node->ctx.save("mean", mean, SaveRole::Statistics);
+                node->ctx.save("rstd", rstd, SaveRole::Statistics);
             }
         } else {
             if (want_w) {
-                node->ctx.save("x", x, SaveKind::Activation);
-                node->ctx.save("running_mean", running_mean, SaveKind::Parameter);
+                node->ctx.save("x", x, SaveRole::BatchNormInput);
+                node->ctx.save("running_mean", running_mean, SaveRole::Parameter);
             }
-            if (want_x || want_w) node->ctx.save("running_var", running_var, SaveKind::Parameter);
+            if (want_x || want_w) node->ctx.save("running_var", running_var, SaveRole::Parameter);
         }
         if (relu) node->ctx.save_mask("mask", std::move(mask), y.shape());
     }

@@ -14,7 +14,7 @@ namespace razor {
 // training=true: normalise with batch statistics (biased variance); if running stats are given, update them in place
 //   (running = (1-momentum)*running + momentum*batch; the running var takes the UNBIASED batch variance, as
 //   PyTorch) under no-grad, bumping their version. A module with PyTorch's momentum=None (cumulative average)
-//   passes momentum = 1/num_batches_tracked. Saves x (Activation), per-channel mean and rstd (Statistics).
+//   passes momentum = 1/num_batches_tracked. Saves x (BatchNormInput), per-channel mean and rstd (Statistics).
 // training=false: normalise with the running stats (required): y = x*a + c per channel. Saves x only when weight
 //   requires grad (for gweight), so a frozen BN in eval mode saves nothing.
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,

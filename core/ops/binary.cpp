@@ -8,10 +8,10 @@
 //
 // Saves:
 //   add, sub  nothing (the gradients are g and +/-g).
-//   mul       both inputs as SaveKind::Activation (ga = g * b needs b, gb = g * a needs a), and only the ones whose
+//   mul       both inputs as SaveRole::PointwiseOperand (ga = g * b needs b, gb = g * a needs a), only those whose
 //             partner requires grad.
-//   div       a and b as Activation (ga = g / b, gb = -g a / b^2).
-//   scalar    mul/div by a scalar save nothing; rdiv (s / a) saves a.
+//   div       a and b as PointwiseOperand (ga = g / b, gb = -g a / b^2).
+//   scalar    mul/div by a scalar save nothing; rdiv (s / a) saves a (PointwiseOperand).
 #include "core/ops/binary.h"
 
 #include "core/autograd.h"
@@ -174,8 +174,8 @@ struct MulBackward final : Node {
 Tensor mul(const Tensor& a, const Tensor& b) {
     Tensor out = broadcast_apply(a, b, "mul", [](float x, float y) { return x * y; });
     if (auto node = record<MulBackward>("mul", {a, b}, out)) {
-        if (node->needs_grad(1)) node->ctx.save("a", a, SaveKind::Activation);
-        if (node->needs_grad(0)) node->ctx.save("b", b, SaveKind::Activation);
+        if (node->needs_grad(1)) node->ctx.save("a", a, SaveRole::PointwiseOperand);
+        if (node->needs_grad(0)) node->ctx.save("b", b, SaveRole::PointwiseOperand);
     }
     return out;
 }
@@ -203,8 +203,8 @@ struct DivBackward final : Node {
 Tensor div(const Tensor& a, const Tensor& b) {
     Tensor out = broadcast_apply(a, b, "div", [](float x, float y) { return x / y; });
     if (auto node = record<DivBackward>("div", {a, b}, out)) {
-        if (node->needs_grad(1)) node->ctx.save("a", a, SaveKind::Activation);
-        node->ctx.save("b", b, SaveKind::Activation);
+        if (node->needs_grad(1)) node->ctx.save("a", a, SaveRole::PointwiseOperand);
+        node->ctx.save("b", b, SaveRole::PointwiseOperand);
     }
     return out;
 }
@@ -251,7 +251,7 @@ Tensor rdiv(float s, const Tensor& a) {
     Tensor out = unary_apply(a, "rdiv_scalar", [s](float x) { return s / x; });
     if (auto node = record<RdivBackward>("rdiv_scalar", {a}, out)) {
         node->s = s;
-        node->ctx.save("a", a, SaveKind::Activation);
+        node->ctx.save("a", a, SaveRole::PointwiseOperand);
     }
     return out;
 }

@@ -7,8 +7,8 @@
 // the forward and both backward passes dispatch on its answer (conv2d_forward_with, conv2d_backward_with). Every
 // family derives its own backward in its header.
 //
-// Saves: x as SaveKind::Activation, only if W needs a gradient (gW = sum_n g[n] . im2col(x[n])^T; Back Razor
-//        prunes this one). W as SaveKind::Parameter (reference, 0 bytes), only if x needs a gradient (gx).
+// Saves: x as SaveRole::WeightGradOperand, only if W needs a gradient (gW = sum_n g[n] . im2col(x[n])^T; Back Razor
+//        prunes this one). W as SaveRole::Parameter (reference, 0 bytes), only if x needs a gradient (gx).
 //        Nothing else: no im2col buffer is kept (backward rebuilds it from x, one image at a time), no output,
 //        and the bias gradient needs only g. A compressed x (Back Razor) is expanded one image at a time into
 //        scratch inside the gW loop (SavedTensor::unpack_rows), not into an (N, C, H, W) transient.
@@ -251,8 +251,8 @@ Tensor conv2d(const Tensor& x_in, const Tensor& W_in, const Tensor& b_in, const 
     if (auto node = record<Conv2dBackward>("conv2d", {x, W, b}, y)) {
         node->geo = geo;
         node->algorithms = algorithms;
-        if (node->needs_grad(1)) node->ctx.save("x", x, SaveKind::Activation);
-        if (node->needs_grad(0)) node->ctx.save("W", W, SaveKind::Parameter);
+        if (node->needs_grad(1)) node->ctx.save("x", x, SaveRole::WeightGradOperand);
+        if (node->needs_grad(0)) node->ctx.save("W", W, SaveRole::Parameter);
     }
     return y;
 }

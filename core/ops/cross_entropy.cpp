@@ -9,9 +9,9 @@
 // error, not "ignored".
 //
 // Saves (only when logits require grad):
-//   the softmax probabilities P (N, C) as SaveKind::Activation: gx = (P - q) / N needs them, and they cost the
+//   the softmax probabilities P (N, C) as SaveRole::LossOperand: gx = (P - q) / N needs them, and they cost the
 //     same as the logits while sparing backward the exponentials;
-//   the targets (N) as SaveKind::Indices (kept exact), to rebuild q.
+//   the targets (N) as SaveRole::Indices (kept exact), to rebuild q.
 #include "core/ops/cross_entropy.h"
 
 #include <algorithm>
@@ -137,8 +137,8 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, float lab
         cross_entropy_forward(x.f32(), pt, node ? probs.f32() : nullptr, N, C, label_smoothing));
     if (node) {
         node->eps = label_smoothing;
-        node->ctx.save("probs", probs, SaveKind::Activation);
-        node->ctx.save("target", t, SaveKind::Indices);
+        node->ctx.save("probs", probs, SaveRole::LossOperand);
+        node->ctx.save("target", t, SaveRole::Indices);
     }
     return loss;
 }

@@ -7,7 +7,7 @@
 // with probability 1 - p (up to the 2^-24 grid of the uniform). The draw of element i depends only on (s, i),
 // so the mask is the same on any number of threads.
 //
-// Saves (only when x requires grad): the keep mask m as 1 bit per element (ctx.save_mask): n/8 bytes (rounded up
+// Saves (only when x requires grad): the keep mask m as 1 bit per element (save_mask, role Mask): n/8 bytes (rounded up
 // to whole 64-bit words) instead of a 4n-byte float mask. Nothing else: the scale is a number on the node.
 // p == 1 saves nothing (the gradient is 0 everywhere); eval mode and p == 0 record no node at all.
 #include "core/ops/dropout.h"

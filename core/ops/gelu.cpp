@@ -6,7 +6,7 @@
 // relative of the double formula for |x| <= 5 and 2e-5 out to |x| = 10 (test_gelu.cpp); in the negative tail it
 // is more accurate than PyTorch's float 1 + erf(x / sqrt 2), which loses all precision below x = -5 (0 at -5.8).
 //
-// Saves: the input x as SaveKind::Activation, only when x requires grad. Backward needs the pre-activation at
+// Saves: the input x as SaveRole::GeluInput, only when x requires grad. Backward needs the pre-activation at
 //        every position (Phi(x) + x phi(x) is not recoverable from y), so it keeps x itself: 4 bytes per element
 //        under the dense policy. (The Back Razor reference keeps it dense in fp16 and never prunes it; a policy
 //        decides that, not this op.)
@@ -87,7 +87,7 @@ Tensor gelu(const Tensor& x_in) {
     const Tensor x = x_in.contiguous();
     Tensor y = Tensor::empty(x.shape());
     gelu_forward(x.f32(), y.f32(), x.numel());
-    if (auto node = record<GeluBackward>("gelu", {x}, y)) node->ctx.save("x", x, SaveKind::Activation);
+    if (auto node = record<GeluBackward>("gelu", {x}, y)) node->ctx.save("x", x, SaveRole::GeluInput);
     return y;
 }
 

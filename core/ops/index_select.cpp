@@ -7,8 +7,8 @@
 // index_select's backward is an index_add into zeros, index_add's backward for src is an index_select.
 //
 // Saves:
-//   index_select  the index (SaveKind::Indices, exact; K int64), only when x needs a gradient. Not x.
-//   index_add     the index (SaveKind::Indices), only when src needs a gradient (gbase = g needs nothing).
+//   index_select  the index (SaveRole::Indices, exact; K int64), only when x needs a gradient. Not x.
+//   index_add     the index (SaveRole::Indices), only when src needs a gradient (gbase = g needs nothing).
 #include "core/ops/index_select.h"
 
 #include <algorithm>
@@ -130,7 +130,7 @@ Tensor index_select(const Tensor& x_in, int64_t dim, const Tensor& index) {
     index_select_forward(x.f32(), idx.i64(), out.f32(), split_at(x.shape(), d), idx.numel());
     if (auto node = record<IndexSelectBackward>("index_select", {x_in}, out)) {
         node->dim = d;
-        node->ctx.save("index", idx, SaveKind::Indices);
+        node->ctx.save("index", idx, SaveRole::Indices);
     }
     return out;
 }
@@ -151,7 +151,7 @@ Tensor index_add(const Tensor& base_in, int64_t dim, const Tensor& index, const 
     index_add_forward(out.f32(), idx.i64(), src.f32(), split_at(out.shape(), d), idx.numel());
     if (auto node = record<IndexAddBackward>("index_add", {base_in, src_in}, out)) {
         node->dim = d;
-        if (node->needs_grad(1)) node->ctx.save("index", idx, SaveKind::Indices);
+        if (node->needs_grad(1)) node->ctx.save("index", idx, SaveRole::Indices);
     }
     return out;
 }

@@ -5,10 +5,10 @@
 // Dimension letters: x (..., D) is viewed as (R, D), R = the product of the leading dimensions (rows). Per-row
 // statistics are accumulated in double, in one pass, on values shifted by the row's first element.
 //
-// Saves: x as SaveKind::Activation (Back Razor may prune it) and per-row mean and rstd as SaveKind::Statistics
+// Saves: x as SaveRole::LayerNormInput (Back Razor may prune it) and per-row mean and rstd as SaveRole::Statistics
 //        (dense fp32, 2 floats per row, computed from the true x), when x or weight needs a gradient; backward
 //        recomputes x_hat = (x - mean) * rstd (back-razor.md §6.3: with a razored x, x_hat at pruned positions is
-//        -mean * rstd, not 0, as the reference). weight by reference (SaveKind::Parameter, 0 bytes) when x needs a
+//        -mean * rstd, not 0, as the reference). weight by reference (SaveRole::Parameter, 0 bytes) when x needs a
 //        gradient. Nothing when only bias needs one.
 #include "core/ops/layer_norm.h"
 
@@ -158,11 +158,11 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, 
     if (auto node = record<LayerNormBackward>("layer_norm", {x, weight, bias}, y)) {
         node->R = R, node->D = D;
         if (node->needs_grad(0) || node->needs_grad(1)) {
-            node->ctx.save("x", x, SaveKind::Activation);
-            node->ctx.save("mean", mean, SaveKind::Statistics);
-            node->ctx.save("rstd", rstd, SaveKind::Statistics);
+            node->ctx.save("x", x, SaveRole::LayerNormInput);
+            node->ctx.save("mean", mean, SaveRole::Statistics);
+            node->ctx.save("rstd", rstd, SaveRole::Statistics);
         }
-        if (node->needs_grad(0) && weight.defined()) node->ctx.save("weight", weight, SaveKind::Parameter);
+        if (node->needs_grad(0) && weight.defined()) node->ctx.save("weight", weight, SaveRole::Parameter);
     }
     return y;
 }

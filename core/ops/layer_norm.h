@@ -8,7 +8,7 @@
 namespace razor {
 
 // x (..., D); weight/bias (D) optional (undefined = affine off).
-// Saves x (Activation) and per-row mean and rstd (Statistics, 2 floats per row); x_hat is recomputed in backward.
+// Saves x (LayerNormInput) and per-row mean and rstd (Statistics, 2 floats per row); x_hat is recomputed in backward.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps = 1e-5f);
 
 }  // namespace razor

@@ -6,8 +6,8 @@
 // Forward: y (M, out) = x (M, in) . W^T (in, out) as one gemm, started from the bias broadcast into y (beta = 1),
 // so the bias costs no extra pass over y.
 //
-// Saves: x as SaveKind::Activation, only if W needs a gradient (gW = g^T x; Back Razor prunes it).
-//        W as SaveKind::Parameter (a reference, 0 bytes, version-checked), only if x needs a gradient (gx = g W).
+// Saves: x as SaveRole::WeightGradOperand, only if W needs a gradient (gW = g^T x; Back Razor prunes it).
+//        W as SaveRole::Parameter (a reference, 0 bytes, version-checked), only if x needs a gradient (gx = g W).
 //        b: nothing (gb = sum of g).
 #include "core/ops/linear.h"
 
@@ -112,8 +112,8 @@ Tensor linear(const Tensor& x_in, const Tensor& W_in, const Tensor& b_in) {
     }
     gemm(false, true, M, out, in, 1.f, x.f32(), in, W.f32(), in, beta, py, out);
     if (auto node = record<LinearBackward>("linear", {x, W, b_in}, y)) {
-        if (node->needs_grad(1)) node->ctx.save("x", x, SaveKind::Activation);
-        if (node->needs_grad(0)) node->ctx.save("W", W, SaveKind::Parameter);
+        if (node->needs_grad(1)) node->ctx.save("x", x, SaveRole::WeightGradOperand);
+        if (node->needs_grad(0)) node->ctx.save("W", W, SaveRole::Parameter);
     }
     return y;
 }

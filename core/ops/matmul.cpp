@@ -16,9 +16,9 @@
 //   * Otherwise one gemm per output matrix; with Bout >= threads the matrices are spread over the OpenMP threads
 //     (each gemm single-threaded), else gemm splits each product over the threads.
 //
-// Saves: a as SaveKind::Activation if b needs a gradient (gb = a^T g), b as SaveKind::Activation if a needs one
-//        (ga = g b^T). Nothing else: the shapes come from the node's edges. Saved views (a transposed K) are kept
-//        as the view, so the tape holds no copy of them.
+// Saves: a as SaveRole::InputGradOperand if b needs a gradient (gb = a^T g), b as SaveRole::InputGradOperand if a
+//        needs one (ga = g b^T). Nothing else: the shapes come from the node's edges. Saved views (a transposed K)
+//        are kept as the view, so the tape holds no copy of them.
 #include "core/ops/matmul.h"
 
 #include <algorithm>
@@ -257,8 +257,8 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
     Tensor out = Tensor::empty(out_shape);
     matmul_forward(ma, mb, out_batch, out.f32());
     if (auto node = record<MatmulBackward>("matmul", {a, b}, out)) {
-        if (node->needs_grad(1)) node->ctx.save("a", a, SaveKind::Activation);
-        if (node->needs_grad(0)) node->ctx.save("b", b, SaveKind::Activation);
+        if (node->needs_grad(1)) node->ctx.save("a", a, SaveRole::InputGradOperand);
+        if (node->needs_grad(0)) node->ctx.save("b", b, SaveRole::InputGradOperand);
     }
     return out;
 }

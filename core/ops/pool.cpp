@@ -10,7 +10,7 @@
 //
 // Saves:
 //   max_pool2d           the argmax position inside each window (0 .. kh*kw-1, row-major in the window) as
-//                        SaveKind::Indices: U8 when kh*kw <= 256 (1 byte per output, not the input), else I64.
+//                        SaveRole::Indices: U8 when kh*kw <= 256 (1 byte per output, not the input), else I64.
 //                        Exactly what the scatter in backward needs; ties go to the first maximum, a NaN wins
 //                        (as PyTorch).
 //   avg_pool2d           nothing (the gradient is g / (kh*kw) spread over each window).
@@ -285,7 +285,7 @@ Tensor max_pool2d(const Tensor& x_in, const Pool2dOptions& options) {
         max_pool_forward<int64_t>(x.f32(), y.f32(), track ? idx.data<int64_t>() : nullptr, g);
     if (auto node = record<MaxPool2dBackward>("max_pool2d", {x}, y)) {
         node->geo = g;
-        node->ctx.save("argmax", idx, SaveKind::Indices);
+        node->ctx.save("argmax", idx, SaveRole::Indices);
     }
     return y;
 }

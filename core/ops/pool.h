@@ -17,7 +17,7 @@ struct Pool2dOptions {
     std::array<int64_t, 2> padding{0, 0};  // at most half the kernel (as PyTorch)
 };
 
-// Saves the argmax position within each window as SaveKind::Indices: U8 for windows of <= 256 elements (1 byte per
+// Saves the argmax position within each window as SaveRole::Indices: U8 for windows of <= 256 elements (1 byte per
 // output, not the input), I64 for larger windows.
 Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options);
 // count_include_pad=true (PyTorch's default): every window divides by kernel[0]*kernel[1]. Saves nothing.

@@ -15,7 +15,7 @@
 //
 // Saves:
 //   sum, mean  nothing: the gradient is g broadcast back (scaled by 1/count for mean); shapes are node members.
-//   max        the argmax positions (SaveKind::Indices, i64, one per output element), only when x needs a
+//   max        the argmax positions (SaveRole::Indices, i64, one per output element), only when x needs a
 //              gradient. Not x and not the values.
 //   argmax     no node.
 #include "core/ops/reduce.h"
@@ -383,7 +383,7 @@ Tensor max(const Tensor& x_in, int64_t dim, bool keepdim) {
     max_forward(x.f32(), values.f32(), index.i64(), l.outer, l.D, l.inner);
     if (auto node = record<MaxBackward>("max", {x_in}, values)) {
         node->outer = l.outer, node->D = l.D, node->inner = l.inner;
-        node->ctx.save("indices", index, SaveKind::Indices);
+        node->ctx.save("indices", index, SaveRole::Indices);
     }
     return values;
 }

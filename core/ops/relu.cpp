@@ -3,7 +3,7 @@
 // reference: torch.nn.functional.relu (add_relu: torch.relu(a + b)), torch.nn.functional.relu6. docs:
 // docs/back-razor.md (ReLU keeps 1 bit, not the tensor), docs/ops.md "Fused ops".
 //
-// Saves: a 1-bit mask (y > 0; relu6: 0 < y < 6) as SaveKind::Mask: n/8 bytes instead of PyTorch's 4n (it saves the
+// Saves: a 1-bit mask (y > 0; relu6: 0 < y < 6) as SaveRole::Mask: n/8 bytes instead of PyTorch's 4n (it saves the
 //        result, or for relu6 the input). That is all backward needs, and it leaves the next op free to save its own
 //        (possibly razored) input, so no dense copy of the activation stays on the tape. add_relu saves the same
 //        mask and nothing else.

@@ -10,8 +10,8 @@
 // gives NaN, as in PyTorch.
 //
 // Saves (only when x requires grad):
-//   softmax      the output P as SaveKind::Activation: gx = P (g - sum_d g P) needs P, not x.
-//   log_softmax  the output L = log P as SaveKind::Activation: gx = g - e^L sum_d g.
+//   softmax      the output P as SaveRole::InputGradOperand: gx = P (g - sum_d g P) needs P, not x.
+//   log_softmax  the output L = log P as SaveRole::LossOperand: gx = g - e^L sum_d g.
 #include "core/ops/softmax.h"
 
 #include <algorithm>
@@ -198,7 +198,7 @@ Tensor softmax_impl(const Tensor& x_in, int64_t dim, bool log) {
     if (auto node = record<SoftmaxBackward>(op, {x}, y)) {
         node->l = l;
         node->log = log;
-        node->ctx.save("y", y, SaveKind::Activation);
+        node->ctx.save("y", y, log ? SaveRole::LossOperand : SaveRole::InputGradOperand);
     }
     return y;
 }

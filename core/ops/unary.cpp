@@ -7,12 +7,12 @@
 //
 // Saves (only when x requires grad; nothing otherwise):
 //   neg      nothing (gx = -g).
-//   exp      the output y as Activation (gx = g y: y is the cheapest thing that gives the derivative).
-//   log      the input x as Activation (gx = g / x).
-//   sqrt     the output y as Activation (gx = g / (2 y)).
-//   pow      the input x as Activation (gx = g p x^(p-1)); nothing for p == 0 (gx = 0) or p == 1 (gx = g).
-//   tanh     the output y as Activation (gx = g (1 - y^2)).
-//   sigmoid  the output y as Activation (gx = g y (1 - y)).
+//   exp      the output y as PointwiseOperand (gx = g y: y is the cheapest thing that gives the derivative).
+//   log      the input x as PointwiseOperand (gx = g / x).
+//   sqrt     the output y as PointwiseOperand (gx = g / (2 y)).
+//   pow      the input x as PointwiseOperand (gx = g p x^(p-1)); nothing for p == 0 (gx = 0) or p == 1 (gx = g).
+//   tanh     the output y as PointwiseOperand (gx = g (1 - y^2)).
+//   sigmoid  the output y as PointwiseOperand (gx = g y (1 - y)).
 //   Saving the output ties it to the tape: an in-place write into y before backward is reported (version check).
 //
 // Domain: log and sqrt of negative numbers give NaN, of 0 give -inf / 0 with an infinite gradient; pow with a
@@ -134,21 +134,21 @@ Tensor neg(const Tensor& x_in) {
 Tensor exp(const Tensor& x_in) {
     const Tensor x = checked_input(x_in, "exp");
     Tensor y = map(x, [](float v) { return exp_kernel(v); });
-    if (auto node = record<ExpBackward>("exp", {x}, y)) node->ctx.save("y", y, SaveKind::Activation);
+    if (auto node = record<ExpBackward>("exp", {x}, y)) node->ctx.save("y", y, SaveRole::PointwiseOperand);
     return y;
 }
 
 Tensor log(const Tensor& x_in) {
     const Tensor x = checked_input(x_in, "log");
     Tensor y = map(x, [](float v) { return std::log(v); });
-    if (auto node = record<LogBackward>("log", {x}, y)) node->ctx.save("x", x, SaveKind::Activation);
+    if (auto node = record<LogBackward>("log", {x}, y)) node->ctx.save("x", x, SaveRole::PointwiseOperand);
     return y;
 }
 
 Tensor sqrt(const Tensor& x_in) {
     const Tensor x = checked_input(x_in, "sqrt");
     Tensor y = map(x, [](float v) { return std::sqrt(v); });
-    if (auto node = record<SqrtBackward>("sqrt", {x}, y)) node->ctx.save("y", y, SaveKind::Activation);
+    if (auto node = record<SqrtBackward>("sqrt", {x}, y)) node->ctx.save("y", y, SaveRole::PointwiseOperand);
     return y;
 }
 
@@ -163,7 +163,7 @@ Tensor pow(const Tensor& x_in, float p) {
     else y = map(x, [p](float v) { return std::pow(v, p); });
     if (auto node = record<PowBackward>("pow", {x}, y)) {
         node->p = p;
-        if (p != 0.f && p != 1.f) node->ctx.save("x", x, SaveKind::Activation);
+        if (p != 0.f && p != 1.f) node->ctx.save("x", x, SaveRole::PointwiseOperand);
     }
     return y;
 }
@@ -172,7 +172,7 @@ Tensor tanh(const Tensor& x_in) {
     const Tensor x = checked_input(x_in, "tanh");
     // libm tanh: a formula through e^2x loses relative accuracy near 0 (1 - 2/(e^2x + 1) cancels).
     Tensor y = map(x, [](float v) { return std::tanh(v); });
-    if (auto node = record<TanhBackward>("tanh", {x}, y)) node->ctx.save("y", y, SaveKind::Activation);
+    if (auto node = record<TanhBackward>("tanh", {x}, y)) node->ctx.save("y", y, SaveRole::PointwiseOperand);
     return y;
 }
 
@@ -180,7 +180,7 @@ Tensor sigmoid(const Tensor& x_in) {
     const Tensor x = checked_input(x_in, "sigmoid");
     // 1 / (1 + e^-x) is stable both ways: e^-x -> inf gives 0, e^-x -> 0 gives 1.
     Tensor y = map(x, [](float v) { return 1.f / (1.f + exp_kernel(-v)); });
-    if (auto node = record<SigmoidBackward>("sigmoid", {x}, y)) node->ctx.save("y", y, SaveKind::Activation);
+    if (auto node = record<SigmoidBackward>("sigmoid", {x}, y)) node->ctx.save("y", y, SaveRole::PointwiseOperand);
     return y;
 }
 

@@ -29,15 +29,15 @@ TEST_CASE("accounting: conv -> bn -> relu -> maxpool -> linear equals the hand c
     //   maxpool  argmax, 1 byte per output (128)          128
     //   flatten  nothing (a view)                           0
     //   linear   x = the pool output (2*64 f32)            512   (W by reference)
-    const TapeTotals live = TapeAccounting::instance().live();
+    const TapeTotals live = current_tape().live();
     CHECK(live.stored_bytes == 1536 + 2048 + 32 + 64 + 128 + 512);
     // Dense-equivalent: the relu mask counts as the fp32 tensor PyTorch keeps (512 * 4); the rest as stored.
     CHECK(live.dense_bytes == 1536 + 2048 + 32 + 2048 + 128 + 512);
     CHECK(live.items == 9);   // the 7 above + bn weight and linear W held by reference (0 bytes)
 
     logits.backward(Tensor::ones(logits.shape()));
-    CHECK(TapeAccounting::instance().live().items == 0);
-    CHECK(TapeAccounting::instance().live().stored_bytes == 0);
+    CHECK(current_tape().live().items == 0);
+    CHECK(current_tape().live().stored_bytes == 0);
     // What is left allocated: the graph's outputs we still hold and the leaves' gradients; no saved state.
     h = Tensor();
     logits = Tensor();

@@ -69,32 +69,32 @@ TEST_CASE("autograd: NoGradGuard records nothing") {
         Tensor y = relu(mul(a, a));
         CHECK_FALSE(y.requires_grad());
         CHECK(y.grad_fn() == nullptr);
-        CHECK(TapeAccounting::instance().live().items == 0);
+        CHECK(current_tape().live().items == 0);
     }
     CHECK(grad_enabled());
 }
 
 TEST_CASE("autograd: saved state is freed right after backward; accounting returns to zero") {
     Tensor a = randn_leaf({16, 16}, 2), b = randn_leaf({16, 16}, 3);
-    const TapeTotals before = TapeAccounting::instance().live();
+    const TapeTotals before = current_tape().live();
     CHECK(before.items == 0);
     Tensor y = relu(mul(a, b));
-    const TapeTotals during = TapeAccounting::instance().live();
+    const TapeTotals during = current_tape().live();
     CHECK(during.items == 3);                              // a, b (mul) and the relu mask
     CHECK(during.stored_bytes == 2 * 16 * 16 * 4 + 32);    // two dense inputs + 256 bits
     y.backward(Tensor::ones({16, 16}));
-    CHECK(TapeAccounting::instance().live().items == 0);
-    CHECK(TapeAccounting::instance().live().stored_bytes == 0);
+    CHECK(current_tape().live().items == 0);
+    CHECK(current_tape().live().stored_bytes == 0);
 }
 
 TEST_CASE("autograd: a storage saved by several nodes is counted once") {
     Tensor a = randn_leaf({10}, 4);
     Tensor y = add(mul(a, a), mul(a, 3.f));
     // mul(a, a) saves a twice (as 'a' and as 'b'); the scalar mul saves nothing
-    CHECK(TapeAccounting::instance().live().stored_bytes == 40);
-    CHECK(TapeAccounting::instance().live().dense_bytes == 80);
+    CHECK(current_tape().live().stored_bytes == 40);
+    CHECK(current_tape().live().dense_bytes == 80);
     y.backward(Tensor::ones({10}));
-    CHECK(TapeAccounting::instance().live().stored_bytes == 0);
+    CHECK(current_tape().live().stored_bytes == 0);
 }
 
 TEST_CASE("autograd: modifying a saved tensor in place is an error naming the op") {
@@ -129,10 +129,10 @@ TEST_CASE("autograd: module path attribution and report") {
         NameScope inner("0");
         y = relu(a);
     }
-    auto records = TapeAccounting::instance().records();
+    auto records = current_tape().records();
     REQUIRE(records.size() == 1);
     CHECK(records[0].module_path == "layer1.0");
     CHECK(records[0].op == "relu");
-    CHECK(TapeAccounting::instance().report().find("layer1.0  relu") != std::string::npos);
+    CHECK(current_tape().report().find("layer1.0  relu") != std::string::npos);
     y.backward(Tensor::ones({8}));
 }

@@ -105,7 +105,7 @@ void forward_backward(const ZooEntry& e) {
         REQUIRE(p.grad().defined());
         CHECK(p.grad().shape() == p.shape());
     }
-    CHECK(TapeAccounting::instance().live().items == 0);
+    CHECK(current_tape().live().items == 0);
     model->eval();
     NoGradGuard no_grad;
     CHECK((*model)(x).shape() == Shape{2, 7});
@@ -209,7 +209,7 @@ TEST_CASE("models: summary (razor info) counts parameters, FLOPs and the tape pe
     CHECK(rows.at("layer2.0.shortcut")->type == "PadShortcut");
     CHECK(rows.at("linear")->macs == 2 * 10 * 64);
     // the model is left as it was: no tape, buffers restored
-    CHECK(TapeAccounting::instance().live().items == 0);
+    CHECK(current_tape().live().items == 0);
     CHECK(model->state_dict().at("bn1.running_mean").to_vector() == running_before.to_vector());
     CHECK(model->state_dict().at("bn1.num_batches_tracked").to_vector_i64()[0] == 0);
     const std::string table = models::format_summary(s);

@@ -94,7 +94,7 @@ TEST_CASE("MultiheadAttention: the tape keeps x, q, qkv once, P and the head out
     Tensor x = Tensor::ones({B, N, D});
     Tensor y = mha(x);
     int64_t bytes = 0, softmax_items = 0;
-    for (const auto& r : TapeAccounting::instance().records()) {
+    for (const auto& r : current_tape().records()) {
         bytes += r.stored_bytes;
         if (r.op == "softmax") {
             ++softmax_items;
@@ -105,5 +105,5 @@ TEST_CASE("MultiheadAttention: the tape keeps x, q, qkv once, P and the head out
     // x (in_proj input), qkv (B, N, 3D) via k and v, q (B, h, N, d), P (B, h, N, N), head output (out_proj input)
     CHECK(bytes == 4 * (B * N * D + B * N * 3 * D + B * N * D + B * h * N * N + B * N * D));
     y.backward(Tensor::ones(y.shape()));
-    CHECK(TapeAccounting::instance().live().items == 0);
+    CHECK(current_tape().live().items == 0);
 }

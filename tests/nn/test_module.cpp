@@ -59,10 +59,10 @@ TEST_CASE("Module: train/eval propagates; forward attributes the tape to module 
     CHECK(block->fc->is_training());
     Tensor y = model(Tensor::ones({2, 4}));
     bool found = false;
-    for (const auto& r : TapeAccounting::instance().records()) found |= r.module_path == "0.fc" && r.op == "linear";
+    for (const auto& r : current_tape().records()) found |= r.module_path == "0.fc" && r.op == "linear";
     CHECK(found);
     y.backward(Tensor::ones(y.shape()));
-    CHECK(TapeAccounting::instance().live().items == 0);
+    CHECK(current_tape().live().items == 0);
 }
 
 TEST_CASE("Linear: a wrong input width names the layer and both sizes") {

@@ -102,9 +102,9 @@ TEST_CASE("gelu code: GELU backward under GeluSave::Derivative4 is within 0.0435
     // what the tape holds: 0.5 bytes per element
     {
         SavePolicyGuard guard(std::make_shared<RazorSavePolicy>(config));
-        const uint64_t before = TapeAccounting::instance().records().size();
+        const uint64_t before = current_tape().records().size();
         Tensor y = gelu(x);
-        const auto records = TapeAccounting::instance().records();
+        const auto records = current_tape().records();
         REQUIRE(records.size() == before + 1);
         CHECK(records.back().format == "gelu-d4");
         CHECK(records.back().stored_bytes == (x.numel() + 1) / 2);

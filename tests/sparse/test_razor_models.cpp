@@ -30,13 +30,13 @@ Step run_step(const std::string& name, const std::shared_ptr<const SavePolicy>& 
     for (auto& v : y) v = static_cast<int64_t>(gen.randint(10));
     const Tensor labels = Tensor::from_vector_i64({batch}, y);
     Step s;
-    TapeAccounting::instance().reset_peak();
+    current_tape().reset_peak();
     {
         SavePolicyGuard guard(policy);
         Tensor loss = cross_entropy((*model)(x), labels);
         s.loss = loss.item();
-        for (const SavedRecord& r : TapeAccounting::instance().records()) s.formats.push_back(r.format);
-        s.tape = TapeAccounting::instance().peak();
+        for (const SavedRecord& r : current_tape().records()) s.formats.push_back(r.format);
+        s.tape = current_tape().peak();
         loss.backward();
     }
     for (const auto& [n, p] : model->named_parameters()) s.grads.emplace_back(n, p.grad().clone());
@@ -79,7 +79,7 @@ TEST_CASE("razor models: a whole ResNet-20 and vit_tiny step at r = 0 (fp32 valu
         check_bit_identical(d, r);
         CHECK(count_razored(d) == 0);
         CHECK(count_razored(r) > 10);   // the razored path really ran (conv/linear/norm/matmul inputs)
-        CHECK(TapeAccounting::instance().live().items == 0);
+        CHECK(current_tape().live().items == 0);
     }
 }
 

@@ -36,7 +36,7 @@ bool bit_equal(const Tensor& a, const Tensor& b) {
 }
 
 uint64_t last_record_id() {
-    const std::vector<SavedRecord> all = TapeAccounting::instance().records();
+    const std::vector<SavedRecord> all = current_tape().records();
     return all.empty() ? 0 : all.back().id;
 }
 
@@ -58,9 +58,9 @@ Result run(const std::shared_ptr<const SavePolicy>& policy, const std::vector<Te
         SavePolicyGuard guard(policy);
         r.out = f();
     }
-    for (const SavedRecord& rec : TapeAccounting::instance().records())
+    for (const SavedRecord& rec : current_tape().records())
         if (rec.id > first) r.records.push_back(rec);
-    r.live = TapeAccounting::instance().live();
+    r.live = current_tape().live();
     Generator gen(99);
     const Tensor w = r.out.numel() == 1 ? Tensor() : Tensor::randn(r.out.shape(), gen);
     r.out.backward(w);
@@ -473,7 +473,7 @@ TEST_CASE("razor policy: per-module overrides by path prefix, and Module::set_sa
     c2.modules["fc"] = RazorModuleConfig{.ratio = 0.7};
     RazorSavePolicy p(c2);
     auto ratio_at = [&](const char* path) {
-        return p.decide(SaveSite{"conv2d", path, "x", SaveKind::Activation}).options.ratio;
+        return p.decide(SaveSite{"conv2d", path, "x", SaveRole::WeightGradOperand}).options.ratio;
     };
     CHECK(ratio_at("layer1") == 0.5);
     CHECK(ratio_at("layer1.0.conv2") == 0.5);
@@ -482,8 +482,8 @@ TEST_CASE("razor policy: per-module overrides by path prefix, and Module::set_sa
     CHECK(ratio_at("fc") == 0.7);
     CHECK(ratio_at("fc2") == 0.9);
     CHECK(ratio_at("") == 0.9);
-    CHECK(p.decide(SaveSite{"conv2d", "layer1", "W", SaveKind::Parameter}).form == RazorSavePolicy::Form::Dense);
-    CHECK(p.decide(SaveSite{"mul", "layer1", "a", SaveKind::Activation}).form == RazorSavePolicy::Form::Dense);
+    CHECK(p.decide(SaveSite{"conv2d", "layer1", "W", SaveRole::Parameter}).form == RazorSavePolicy::Form::Dense);
+    CHECK(p.decide(SaveSite{"mul", "layer1", "a", SaveRole::PointwiseOperand}).form == RazorSavePolicy::Form::Dense);
 
     CHECK_THROWS_WITH_AS(RazorSavePolicy(RazorConfig{.ratio = -0.1}), doctest::Contains("ratio r in [0, 1]"), Error);
     RazorConfig bad;
@@ -614,8 +614,8 @@ TEST_CASE("razor policy: tape of a ResNet-ish toy at r = 0.9 is >= 7x smaller fo
     CHECK(ratio >= 7.0);
     CHECK(razor_pruned == predicted);
     CHECK(r.live.stored_bytes == razor_total);   // the tape's total equals the sum over its items
-    CHECK(TapeAccounting::instance().live().items == 0);
-    CHECK(TapeAccounting::instance().live().stored_bytes == 0);
+    CHECK(current_tape().live().items == 0);
+    CHECK(current_tape().live().stored_bytes == 0);
 }
 
 TEST_CASE("razor policy: nothing is selected or stored under NoGradGuard") {
@@ -628,7 +628,7 @@ TEST_CASE("razor policy: nothing is selected or stored under NoGradGuard") {
         SavePolicyGuard guard(razor_policy());
         NoGradGuard no_grad;
         Tensor loss = net(x, labels);
-        CHECK(TapeAccounting::instance().live().items == 0);
+        CHECK(current_tape().live().items == 0);
     }
     CHECK(masker_counters().tensors == before.tensors);
     // ...and with grad on, every razored item went through the masker once (dedup: h2 once)
@@ -650,11 +650,11 @@ TEST_CASE("razor policy: after backward the tape holds 0 bytes and no transient 
             SavePolicyGuard guard(policy);
             y = linear(x, W, b);
         }
-        CHECK(TapeAccounting::instance().live().stored_bytes > 0);
+        CHECK(current_tape().live().stored_bytes > 0);
         y.backward(Tensor::ones(y.shape()));
     }
-    CHECK(TapeAccounting::instance().live().items == 0);
-    CHECK(TapeAccounting::instance().live().stored_bytes == 0);
+    CHECK(current_tape().live().items == 0);
+    CHECK(current_tape().live().stored_bytes == 0);
     CHECK(memory_stats().live_bytes - live_before == (W.numel() + b.numel()) * 4);   // only the gradients remain
     const Tensor once = W.grad().clone();
 

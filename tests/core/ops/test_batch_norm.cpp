@@ -107,7 +107,7 @@ TEST_CASE("batch_norm: training updates running stats in place and bumps their v
         NoGradGuard no_grad;
         Tensor y = batch_norm(x, {}, {}, rm, rv, true);
         CHECK_FALSE(y.requires_grad());
-        CHECK(TapeAccounting::instance().live().stored_bytes == 0);
+        CHECK(current_tape().live().stored_bytes == 0);
     }
     CHECK(rm.version() > vm);
     CHECK(rv.version() > vv);
@@ -130,7 +130,7 @@ TEST_CASE("batch_norm: an eval node whose running_var is then updated by a train
 }
 
 TEST_CASE("batch_norm: what is saved") {
-    auto live = [] { return TapeAccounting::instance().live().stored_bytes; };
+    auto live = [] { return current_tape().live().stored_bytes; };
     Tensor x = randn_leaf({4, 3, 4, 4}, 41);   // 192 floats = 768 bytes
     Tensor w = positive({3}, 42, false), b = randn_leaf({3}, 43).detach().clone();
     Tensor rm = Tensor::zeros({3}), rv = Tensor::ones({3});
@@ -160,7 +160,7 @@ TEST_CASE("batch_norm: what is saved") {
         w.requires_grad_();
         Tensor y = batch_norm(x, w, b, rm, rv, true);
         CHECK(live() == 768 + 2 * 3 * 4);
-        const TapeTotals totals = TapeAccounting::instance().live();
+        const TapeTotals totals = current_tape().live();
         CHECK(totals.items == 4);
         y.backward(Tensor::ones(y.shape()));
         CHECK(live() == 0);
@@ -265,12 +265,12 @@ TEST_CASE("batch_norm_relu: equals relu(batch_norm(x)) bit for bit, saves the sa
         Tensor rm1 = constant(randn_leaf({6}, 64)), rv1 = positive({6}, 65, false), rm2 = rm1.clone(), rv2 = rv1.clone();
         const Tensor g = randn_leaf({16, 6, 16, 16}, 66).detach();
 
-        const int64_t before = TapeAccounting::instance().live().stored_bytes;
+        const int64_t before = current_tape().live().stored_bytes;
         Tensor pair = relu(batch_norm(x1, w1, b1, rm1, rv1, training));
-        const int64_t pair_bytes = TapeAccounting::instance().live().stored_bytes - before;
+        const int64_t pair_bytes = current_tape().live().stored_bytes - before;
         pair.backward(g);
         Tensor fused = batch_norm_relu(x2, w2, b2, rm2, rv2, training);
-        const int64_t fused_bytes = TapeAccounting::instance().live().stored_bytes - before;
+        const int64_t fused_bytes = current_tape().live().stored_bytes - before;
         fused.backward(g);
 
         CHECK(fused_bytes == pair_bytes);
@@ -312,7 +312,7 @@ TEST_CASE("batch_norm: a channel's results depend neither on the other channels 
 }
 
 TEST_CASE("batch_norm_relu: what is saved (the pair's items: BN's, plus ReLU's 1-bit mask)") {
-    auto live = [] { return TapeAccounting::instance().live().stored_bytes; };
+    auto live = [] { return current_tape().live().stored_bytes; };
     Tensor x = randn_leaf({4, 3, 4, 4}, 81);   // 192 floats = 768 bytes, mask 24 bytes (3 words of 64 bits)
     Tensor w = positive({3}, 82, false), b = randn_leaf({3}, 83).detach().clone();
     Tensor rm = Tensor::zeros({3}), rv = Tensor::ones({3});
@@ -325,7 +325,7 @@ TEST_CASE("batch_norm_relu: what is saved (the pair's items: BN's, plus ReLU's 1
     SUBCASE("training: x, mean and rstd, mask") {
         Tensor y = batch_norm_relu(x, w, b, rm, rv, true);
         CHECK(live() == 768 + 2 * 3 * 4 + 24);
-        CHECK(TapeAccounting::instance().live().items == 5);   // x, mean, rstd, weight (reference), mask
+        CHECK(current_tape().live().items == 5);   // x, mean, rstd, weight (reference), mask
         y.backward(Tensor::ones(y.shape()));
         CHECK(live() == 0);
     }

@@ -34,7 +34,7 @@ TEST_CASE("concat: inputs that need no gradient get none; strided inputs are pac
     CHECK_FALSE(frozen.grad().defined());
     // Nothing is saved: backward needs only the sizes.
     Tensor z = concat({a, a}, 0);
-    CHECK(TapeAccounting::instance().live().items == 0);
+    CHECK(current_tape().live().items == 0);
     // i64 inputs concatenate too (no node).
     Tensor l = concat({Tensor::from_vector_i64({2}, {1, 2}), Tensor::from_vector_i64({1}, {3})}, 0);
     CHECK(l.to_vector_i64() == std::vector<int64_t>{1, 2, 3});

@@ -187,7 +187,7 @@ TEST_CASE("conv2d: bad input names the op, expected and actual shapes, and a hin
 }
 
 TEST_CASE("conv2d: saves x only if W trains, W only by reference, never an im2col buffer") {
-    auto& tape = TapeAccounting::instance();
+    auto& tape = current_tape();
     const int64_t x_bytes = 2 * 3 * 8 * 8 * 4;
     SUBCASE("stem: x needs no grad -> only x is saved, densely, at exactly its own size") {
         Tensor x = Tensor::randn({2, 3, 8, 8}, default_generator());

@@ -38,7 +38,7 @@ TEST_CASE("cross_entropy: stable for large logits; value without a node when no 
     const float loss = cross_entropy(logits, target).item();
     CHECK(std::isfinite(loss));
     CHECK(loss == doctest::Approx((1e4 + std::log(3.0)) / 2).epsilon(1e-6));
-    CHECK(TapeAccounting::instance().live().items == 0);
+    CHECK(current_tape().live().items == 0);
 }
 
 TEST_CASE("cross_entropy: errors name the op, the values and a hint") {
@@ -66,15 +66,15 @@ TEST_CASE("cross_entropy: saves the probabilities (activation) and the targets (
     Tensor logits = randn_leaf({6, 9}, 42);
     Tensor target = Tensor::from_vector_i64({6}, {0, 1, 2, 3, 4, 8});
     Tensor loss = cross_entropy(logits, target, 0.1f);
-    const auto records = TapeAccounting::instance().records();
+    const auto records = current_tape().records();
     REQUIRE(records.size() == 2);
     CHECK(records[0].name == "probs");
     CHECK(records[0].kind == SaveKind::Activation);
     CHECK(records[1].name == "target");
     CHECK(records[1].kind == SaveKind::Indices);
-    CHECK(TapeAccounting::instance().live().stored_bytes == 6 * 9 * 4 + 6 * 8);
+    CHECK(current_tape().live().stored_bytes == 6 * 9 * 4 + 6 * 8);
     loss.backward();
-    CHECK(TapeAccounting::instance().live().stored_bytes == 0);
+    CHECK(current_tape().live().stored_bytes == 0);
     // the gradient of each row sums to 0 (P and q both sum to 1)
     std::vector<float> g = logits.grad().to_vector();
     for (int i = 0; i < 6; ++i) {

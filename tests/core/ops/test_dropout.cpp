@@ -34,11 +34,11 @@ TEST_CASE("dropout: eval mode and p == 0 return the input itself; p == 1 gives z
     Tensor z = dropout(x, 0.f, true, gen);
     CHECK(z.impl() == x.impl());
     CHECK(gen.state() == state);   // no draw
-    CHECK(TapeAccounting::instance().live().items == 0);
+    CHECK(current_tape().live().items == 0);
 
     Tensor y = dropout(x, 1.f, true, gen);
     CHECK(y.to_vector() == std::vector<float>(12, 0.f));
-    CHECK(TapeAccounting::instance().live().items == 0);   // nothing to save
+    CHECK(current_tape().live().items == 0);   // nothing to save
     y.backward(Tensor::ones({3, 4}));
     CHECK(x.grad().to_vector() == std::vector<float>(12, 0.f));
 }
@@ -48,13 +48,13 @@ TEST_CASE("dropout: the mask costs n/8 bytes on the tape, freed after backward")
     for (int64_t n : {512, 1000}) {
         Tensor x = randn_leaf({n}, 52);
         Tensor y = dropout(x, 0.3f, true, gen);
-        const TapeTotals live = TapeAccounting::instance().live();
+        const TapeTotals live = current_tape().live();
         CHECK(live.items == 1);
         CHECK(live.stored_bytes == (n + 63) / 64 * 8);   // 1 bit per element in whole 64-bit words
         CHECK(live.dense_bytes == n * 4);
-        CHECK(TapeAccounting::instance().records()[0].kind == SaveKind::Mask);
+        CHECK(current_tape().records()[0].kind == SaveKind::Mask);
         y.backward(Tensor::ones({n}));
-        CHECK(TapeAccounting::instance().live().stored_bytes == 0);
+        CHECK(current_tape().live().stored_bytes == 0);
     }
 }
 

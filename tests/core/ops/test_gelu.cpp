@@ -29,16 +29,16 @@ TEST_CASE("gelu: wrong dtype names the op") {
 TEST_CASE("gelu: saves its input as an activation, freed after backward") {
     Tensor x = randn_leaf({8, 16}, 22);
     Tensor y = gelu(x);
-    const auto records = TapeAccounting::instance().records();
+    const auto records = current_tape().records();
     REQUIRE(records.size() == 1);
     CHECK(records[0].name == "x");
     CHECK(records[0].kind == SaveKind::Activation);
-    CHECK(TapeAccounting::instance().live().stored_bytes == 8 * 16 * 4);
+    CHECK(current_tape().live().stored_bytes == 8 * 16 * 4);
     y.backward(Tensor::ones(y.shape()));
-    CHECK(TapeAccounting::instance().live().stored_bytes == 0);
+    CHECK(current_tape().live().stored_bytes == 0);
     Tensor c = x.detach();
     gelu(c);
-    CHECK(TapeAccounting::instance().live().items == 0);
+    CHECK(current_tape().live().items == 0);
 }
 
 TEST_CASE("gelu: forward and derivative match the double-precision erf formula on [-10, 10]") {

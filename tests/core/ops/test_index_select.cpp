@@ -82,7 +82,7 @@ TEST_CASE("index_select / index_add: errors name the index value and the dim siz
 }
 
 TEST_CASE("index_select / index_add: save only the index (i64), and only when needed") {
-    TapeAccounting& tape = TapeAccounting::instance();
+    Tape& tape = current_tape();
     Tensor x = randn_leaf({4, 6}, 36);
     Tensor y = index_select(x, 1, Tensor::from_vector_i64({5}, {0, 1, 5, 5, 2}));
     CHECK(tape.live().items == 1);

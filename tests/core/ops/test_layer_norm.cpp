@@ -42,7 +42,7 @@ TEST_CASE("layer_norm: matches PyTorch") {
 }
 
 TEST_CASE("layer_norm: saves x plus two floats per row, nothing after backward") {
-    auto live = [] { return TapeAccounting::instance().live(); };
+    auto live = [] { return current_tape().live(); };
     Tensor x = randn_leaf({3, 4, 16}, 61);   // 12 rows x 16 = 192 floats = 768 bytes
     Tensor w = randn_leaf({16}, 62), b = randn_leaf({16}, 63);
     Tensor y = layer_norm(x, w, b);

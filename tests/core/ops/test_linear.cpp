@@ -50,7 +50,7 @@ TEST_CASE("linear: bad shapes name the op, expected and actual, and a hint") {
 }
 
 TEST_CASE("linear: saves x only if W needs grad, W (by reference) only if x needs grad") {
-    auto& tape = TapeAccounting::instance();
+    auto& tape = current_tape();
     const int64_t x_bytes = 3 * 5 * 8 * 4;
     SUBCASE("x is data (no grad), W trains: x saved, W not") {
         Tensor x = Tensor::randn({3, 5, 8}, default_generator());

@@ -104,19 +104,19 @@ TEST_CASE("matmul: bad shapes and dtypes name the op, both shapes and a hint") {
 TEST_CASE("matmul: saves only the operands the gradients need") {
     Tensor a = randn_leaf({4, 8}, 7), b = Tensor::randn({8, 2}, default_generator());   // b needs no grad
     Tensor y = matmul(a, b);                    // ga = g b^T needs b; a is not needed
-    auto records = TapeAccounting::instance().records();
+    auto records = current_tape().records();
     REQUIRE(records.size() == 1);
     CHECK(records[0].name == "b");
     CHECK(records[0].kind == SaveKind::Activation);
-    CHECK(TapeAccounting::instance().live().stored_bytes == 8 * 2 * 4);
+    CHECK(current_tape().live().stored_bytes == 8 * 2 * 4);
     y.backward(Tensor::ones(y.shape()));
-    CHECK(TapeAccounting::instance().live().stored_bytes == 0);
+    CHECK(current_tape().live().stored_bytes == 0);
 
     Tensor a2 = randn_leaf({4, 8}, 8), b2 = randn_leaf({8, 2}, 9);
     Tensor y2 = matmul(a2, b2);
-    CHECK(TapeAccounting::instance().live().stored_bytes == (4 * 8 + 8 * 2) * 4);
+    CHECK(current_tape().live().stored_bytes == (4 * 8 + 8 * 2) * 4);
     y2.backward(Tensor::ones(y2.shape()));
-    CHECK(TapeAccounting::instance().live().items == 0);
+    CHECK(current_tape().live().items == 0);
 }
 
 TEST_CASE("matmul: an empty broadcast batch gives zero gradients for the repeated operand") {

@@ -129,13 +129,13 @@ TEST_CASE("max_pool2d: the 2x2 stride-2 kernel equals the window definition (tie
 }
 
 TEST_CASE("max_pool2d: saves 1 byte per output (U8 window index), nothing after backward") {
-    auto live = [] { return TapeAccounting::instance().live(); };
+    auto live = [] { return current_tape().live(); };
     Tensor x = randn_leaf({2, 3, 8, 8}, 74);
     Tensor y = max_pool2d(x, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}});   // (2, 3, 4, 4): 96 outputs
     CHECK(y.shape() == Shape{2, 3, 4, 4});
     CHECK(live().stored_bytes == 96);
     CHECK(live().items == 1);
-    const std::vector<SavedRecord> records = TapeAccounting::instance().records();
+    const std::vector<SavedRecord> records = current_tape().records();
     REQUIRE(records.size() == 1);
     CHECK(records[0].kind == SaveKind::Indices);
     y.backward(Tensor::ones(y.shape()));
@@ -166,8 +166,8 @@ TEST_CASE("avg_pool2d / adaptive_avg_pool2d: save nothing") {
     Tensor b = adaptive_avg_pool2d(x, {4, 4});
     CHECK(a.shape() == Shape{2, 3, 6, 6});
     CHECK(b.shape() == Shape{2, 3, 4, 4});
-    CHECK(TapeAccounting::instance().live().stored_bytes == 0);
-    CHECK(TapeAccounting::instance().live().items == 0);
+    CHECK(current_tape().live().stored_bytes == 0);
+    CHECK(current_tape().live().items == 0);
 }
 
 TEST_CASE("pooling: parallel path (large input) equals the definition") {

@@ -15,11 +15,11 @@ TEST_CASE("relu: gradcheck away from 0") {
 TEST_CASE("relu: saves a 1-bit mask, not the tensor") {
     Tensor x = randn_leaf({8, 64}, 6);   // 512 elements -> 512 bits = 64 bytes
     Tensor y = relu(x);
-    TapeTotals live = TapeAccounting::instance().live();
+    TapeTotals live = current_tape().live();
     CHECK(live.stored_bytes == 64);
     CHECK(live.dense_bytes == 512 * 4);
     y.backward(Tensor::ones(y.shape()));
-    CHECK(TapeAccounting::instance().live().stored_bytes == 0);
+    CHECK(current_tape().live().stored_bytes == 0);
 }
 
 TEST_CASE("relu: matches PyTorch") {
@@ -42,9 +42,9 @@ TEST_CASE("relu6: gradcheck away from 0 and 6; saves a 1-bit mask; matches PyTor
 
     Tensor big = randn_leaf({8, 64}, 9);
     Tensor y = relu6(big);
-    CHECK(TapeAccounting::instance().live().stored_bytes == 64);   // 512 bits
+    CHECK(current_tape().live().stored_bytes == 64);   // 512 bits
     y.backward(Tensor::ones(y.shape()));
-    CHECK(TapeAccounting::instance().live().stored_bytes == 0);
+    CHECK(current_tape().live().stored_bytes == 0);
 
     SafeTensors fx = load_fixture("relu6");
     Tensor xf = leaf(fx.tensors.at("x"));
@@ -73,7 +73,7 @@ TEST_CASE("add_relu: bit-identical to relu(add(a, b)) forward and backward; save
         Tensor a1 = randn_leaf({n}, 9), b1 = randn_leaf({n}, 10);
         Tensor a2 = leaf(a1.detach()), b2 = leaf(b1.detach());
         Tensor fused = add_relu(a1, b1);
-        CHECK(TapeAccounting::instance().live().stored_bytes == (n + 63) / 64 * 8);
+        CHECK(current_tape().live().stored_bytes == (n + 63) / 64 * 8);
         Tensor pair = relu(add(a2, b2));
         CHECK(fused.to_vector() == pair.to_vector());
         Generator gen(11);

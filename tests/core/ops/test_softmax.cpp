@@ -119,12 +119,12 @@ TEST_CASE("softmax, log_softmax: save the output (not the input) as an activatio
     for (bool log : {false, true}) {
         Tensor x = randn_leaf({5, 8}, 36);
         Tensor y = log ? log_softmax(x, 0) : softmax(x, 0);
-        const auto records = TapeAccounting::instance().records();
+        const auto records = current_tape().records();
         REQUIRE(records.size() == 1);
         CHECK(records[0].name == "y");
         CHECK(records[0].kind == SaveKind::Activation);
-        CHECK(TapeAccounting::instance().live().stored_bytes == 5 * 8 * 4);
+        CHECK(current_tape().live().stored_bytes == 5 * 8 * 4);
         y.backward(Tensor::ones(y.shape()));
-        CHECK(TapeAccounting::instance().live().stored_bytes == 0);
+        CHECK(current_tape().live().stored_bytes == 0);
     }
 }

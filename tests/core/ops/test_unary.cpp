@@ -144,8 +144,8 @@ TEST_CASE("unary: saves the output for exp/sqrt/tanh/sigmoid, the input for log/
         INFO(c.op);
         Tensor x = positive_leaf({6, 7}, 14);
         Tensor y = c.fn(x);
-        const TapeTotals live = TapeAccounting::instance().live();
-        const auto records = TapeAccounting::instance().records();
+        const TapeTotals live = current_tape().live();
+        const auto records = current_tape().records();
         if (c.saved) {
             REQUIRE(records.size() == 1);
             CHECK(records[0].name == c.saved);
@@ -155,13 +155,13 @@ TEST_CASE("unary: saves the output for exp/sqrt/tanh/sigmoid, the input for log/
             CHECK(live.items == 0);
         }
         y.backward(Tensor::ones(y.shape()));
-        CHECK(TapeAccounting::instance().live().items == 0);
-        CHECK(TapeAccounting::instance().live().stored_bytes == 0);
+        CHECK(current_tape().live().items == 0);
+        CHECK(current_tape().live().stored_bytes == 0);
     }
     // nothing is saved when no gradient is needed
     Tensor c = positive_leaf({6, 7}, 15).detach();
     Tensor y = exp(c);
-    CHECK(TapeAccounting::instance().live().items == 0);
+    CHECK(current_tape().live().items == 0);
     CHECK(y.grad_fn() == nullptr);
 }
 
