@@ -1,6 +1,8 @@
 // train/tape_meter.cpp -- see tape_meter.h.
 #include "train/tape_meter.h"
 
+#include "core/tape.h"
+
 namespace razor::train {
 
 void TapeMeter::begin_step() { current_tape().reset_peak(); }
