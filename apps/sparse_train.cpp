@@ -33,6 +33,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "apps/args.h"
@@ -132,7 +133,7 @@ std::string join(const std::vector<int64_t>& v) {
     return s;
 }
 
-// Accuracy of the model (with whatever plan is set) on `batches` batches of `loader`, train-mode BN, no gradient;
+// Accuracy of the model (compact under whatever ChannelSubsetScope is current) on `batches` batches of `loader`, train-mode BN, no gradient;
 // the BN running statistics are put back afterwards (candidate scoring must not change the model).
 double train_accuracy(nn::Module& model, data::DataLoader& loader, int64_t batches) {
     std::vector<std::pair<Tensor, Tensor>> saved;   // (buffer, its copy): running statistics, num_batches_tracked
@@ -153,9 +154,11 @@ double train_accuracy(nn::Module& model, data::DataLoader& loader, int64_t batch
 
 // The chosen subnetwork in the train state: "plan.counts" (L) i64, the kept channels of each scored layer, and
 // "plan.kept" (sum of counts) i64, their indices layer after layer.
-void pack_plan(const models::ChannelPlan& plan, std::map<std::string, Tensor>& state) {
+void pack_plan(const models::ChannelPlan& plan, const std::vector<sparse::ScoredLayer>& layers,
+               std::map<std::string, Tensor>& state) {
     std::vector<int64_t> counts, kept;
-    for (const auto& k : plan.kept) {
+    for (const auto& layer : layers) {
+        const auto& k = plan.at(layer.name);
         counts.push_back(static_cast<int64_t>(k.size()));
         kept.insert(kept.end(), k.begin(), k.end());
     }
@@ -179,12 +182,14 @@ models::ChannelPlan unpack_plan(const std::map<std::string, Tensor>& state, cons
         if (c[l] < 0 || c[l] > layers[l].channels || at + static_cast<size_t>(c[l]) > k.size())
             throw Error(fmt(where, ": 'plan.counts' gives layer ", layers[l].name, " ", c[l], " kept channels; expected 0 to ",
                             layers[l].channels, " within the ", k.size(), " indices of 'plan.kept'", hint));
-        plan.kept.emplace_back(k.begin() + static_cast<std::ptrdiff_t>(at), k.begin() + static_cast<std::ptrdiff_t>(at + c[l]));
+        const std::vector<int64_t> kl(k.begin() + static_cast<std::ptrdiff_t>(at),
+                                      k.begin() + static_cast<std::ptrdiff_t>(at + c[l]));
         at += static_cast<size_t>(c[l]);
-        for (size_t i = 0; i < plan.kept[l].size(); ++i)
-            if (plan.kept[l][i] < 0 || plan.kept[l][i] >= layers[l].channels || (i && plan.kept[l][i] <= plan.kept[l][i - 1]))
+        for (size_t i = 0; i < kl.size(); ++i)
+            if (kl[i] < 0 || kl[i] >= layers[l].channels || (i && kl[i] <= kl[i - 1]))
                 throw Error(fmt(where, ": 'plan.kept' of layer ", layers[l].name, " must be ascending channel indices "
-                                "in [0, ", layers[l].channels, "), got ", plan.kept[l][i], " at position ", i, hint));
+                                "in [0, ", layers[l].channels, "), got ", kl[i], " at position ", i, hint));
+        plan.keep(layers[l].name, kl);
     }
     if (at != k.size())
         throw Error(fmt(where, ": 'plan.kept' holds ", k.size(), " indices, 'plan.counts' sums to ", at, hint));
@@ -400,7 +405,7 @@ int run_sparse_train(const std::vector<std::string>& argv) {
         for (const auto& [k, s] : trainer.scores.named_parameters()) ck.train_state["scores." + k] = s.detach();
         if (in_b) {
             for (const auto& [k, v] : ft.state_dict()) ck.train_state["optimizer_ft." + k] = v;
-            pack_plan(best_plan, ck.train_state);
+            pack_plan(best_plan, trainer.scores.layers(), ck.train_state);
             ck.train_state["finetune_epoch"] = i64_scalar(b_done);
             ck.train_state["best_epoch"] = i64_scalar(best_epoch);
             ck.train_state["best_test_acc"] = optim::pack_f64(best_acc);
@@ -473,11 +478,9 @@ int run_sparse_train(const std::vector<std::string>& argv) {
         if (eval_every > 0 && (epoch % eval_every == 0 || epoch == epochs)) {
             // logging only: one Bernoulli subnet of s, eval mode, nothing updated
             Generator eval_gen(static_cast<uint64_t>(seed) * 7919 + static_cast<uint64_t>(epoch));
-            trainer.prunable.set_channel_plan(
-                std::make_shared<models::ChannelPlan>(models::ChannelPlan::from_masks(trainer.scores.sample(eval_gen))));
-            const EvalResult e = evaluate(*model, data.test, data.mean, data.std, args.integer("eval-batch"));
-            trainer.prunable.set_channel_plan(nullptr);
-            j["test_acc_sampled"] = e.accuracy;
+            const auto plan = models::ChannelPlan::from_masks(trainer.scores.layers(), trainer.scores.sample(eval_gen));
+            nn::ChannelSubsetScope compact(plan);
+            j["test_acc_sampled"] = evaluate(*model, data.test, data.mean, data.std, args.integer("eval-batch")).accuracy;
         }
         std::printf("A %lld/%lld  loss %.4f  train %.1f%%  test(1 sample, logging only) %s  E[keep] %.3f  flops %.3fx  "
                     "lr %.3g  lr_s %.3g  norm %.2f (s %.2f, clipped %.0f%%)  %.0f s  %.0f img/s\n",
@@ -504,19 +507,19 @@ int run_sparse_train(const std::vector<std::string>& argv) {
              .workers = args.integer("workers")});
         double best_select = -1;
         for (int64_t c = 0; c < candidates; ++c) {
-            models::ChannelPlan plan = models::ChannelPlan::from_masks(trainer.scores.sample(mask_gen));
-            trainer.prunable.set_channel_plan(std::make_shared<models::ChannelPlan>(plan));
+            const auto plan = models::ChannelPlan::from_masks(trainer.scores.layers(), trainer.scores.sample(mask_gen));
+            nn::ChannelSubsetScope compact(plan);   // this candidate
             {
                 NoGradGuard no_grad;   // MACs of this candidate: one eval-mode forward (updates nothing)
                 model->eval();
                 (*model)(Tensor::zeros({1, image[0], image[1], image[2]}));
                 model->train();
             }
-            const double cost = trainer.prunable.last_cost().ratio();
+            const double cost = compact.cost().ratio();   // that forward's
             const double acc = train_accuracy(*model, select_loader, select_batches);
             int64_t kept = 0;
-            for (size_t l = 0; l < plan.kept.size(); ++l)
-                if (trainer.scores.layers()[l].masked) kept += static_cast<int64_t>(plan.kept[l].size());
+            for (const auto& layer : trainer.scores.layers())
+                if (layer.masked) kept += static_cast<int64_t>(plan.at(layer.name).size());
             std::printf("B candidate %lld/%lld: %lld/%lld channels kept, MACs %.3fx dense, train accuracy %.2f%% (%lld "
                         "batches)\n",
                         static_cast<long long>(c + 1), static_cast<long long>(candidates), static_cast<long long>(kept),
@@ -529,7 +532,7 @@ int run_sparse_train(const std::vector<std::string>& argv) {
         in_b = true;
         save();   // the choice is kept: a run resumed from here fine-tunes the same subnetwork
     }
-    trainer.prunable.set_channel_plan(std::make_shared<models::ChannelPlan>(best_plan));
+    std::optional<nn::ChannelSubsetScope> compact(std::in_place, best_plan);   // phase B runs the chosen subnetwork compact
 
     // ---- phase B: fine-tune the fixed subnetwork's weights ----
     for (int64_t epoch = b_done + 1; epoch <= ft_epochs; ++epoch) {
@@ -553,7 +556,7 @@ int run_sparse_train(const std::vector<std::string>& argv) {
             const int64_t B = b.labels.size(0);
             loss_sum += value * B, correct += count_correct(logits, b.labels), seen += B;
             progress.update(step, loss_sum / seen, static_cast<double>(correct) / seen,
-                            fmt("flops ", fixed(trainer.prunable.last_cost().ratio(), 3), "x dense"));
+                            fmt("flops ", fixed(compact->cost().ratio(), 3), "x dense"));
         }
         progress.finish();
         const EvalResult e = evaluate(*model, data.test, data.mean, data.std, args.integer("eval-batch"));
@@ -570,17 +573,14 @@ int run_sparse_train(const std::vector<std::string>& argv) {
             << "\n" << std::flush;
         b_done = epoch;
         save();
-        if (stop_here(epochs + epoch)) {
-            trainer.prunable.set_channel_plan(nullptr);
-            return 0;
-        }
+        if (stop_here(epochs + epoch)) return 0;
     }
     if (ft_epochs == 0) last_acc = best_acc = evaluate(*model, data.test, data.mean, data.std, args.integer("eval-batch")).accuracy;
 
     // ---- export: the physically smaller dense model ----
     model->eval();
+    compact.reset();   // dense from here: the export shares the module paths of the plan
     const auto sub = trainer.prunable.extract(best_plan);
-    trainer.prunable.set_channel_plan(nullptr);
     auto sub_meta = meta;
     sub_meta["widths"] = join(sub.widths);
     sub_meta["keep"] = fmt(keep);

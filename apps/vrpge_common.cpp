@@ -16,19 +16,14 @@ VrpgeTrainer::Step VrpgeTrainer::step(const Tensor& x, const Tensor& labels, Gen
     double cost = 0;
     int passes = 0;
     auto forward = [&](const sparse::ChannelMasks& masks) {
-        prunable.set_channel_plan(std::make_shared<models::ChannelPlan>(models::ChannelPlan::from_masks(masks)));
-        const Tensor logits = (*model)(x);   // (N, classes), compact
-        cost += prunable.last_cost().ratio();
+        const auto plan = models::ChannelPlan::from_masks(scores.layers(), masks);
+        nn::ChannelSubsetScope compact(plan);   // this pass only
+        const Tensor logits = (*model)(x);      // (N, classes), compact
+        cost += compact.cost().ratio();
         if (passes++ == 0) out.logits = logits.detach();
         return cross_entropy(logits, labels);
     };
-    try {
-        out.result = sparse::vrpge_step(scores, opt_s, opt_w, forward, gen, options);
-    } catch (...) {
-        prunable.set_channel_plan(nullptr);
-        throw;
-    }
-    prunable.set_channel_plan(nullptr);
+    out.result = sparse::vrpge_step(scores, opt_s, opt_w, forward, gen, options);
     out.cost_ratio = cost / std::max(passes, 1);
     return out;
 }
