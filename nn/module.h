@@ -74,11 +74,9 @@ public:
     ChannelTensor operator()(const ChannelTensor& x);   // call(x, forward_subset(x))
     template <class F>
     ChannelTensor call(const ChannelTensor& x, F&& f) {
-        return scoped([&] {
-            ChannelTensor y = f();
-            notify_forward_observer(x.x, y.x);
-            return y;
-        });
+        ChannelTensor y;
+        call(x.x, [&] { return (y = f()).x; });   // the observer sees the compact tensors
+        return y;
     }
 
     virtual std::string type_name() const { return "Module"; }

@@ -97,16 +97,16 @@ TEST_CASE("channel subset: BatchNorm2d is true-sparse -- kept channels' statisti
 TEST_CASE("channel subset: without a scope every subset call is the plain op, bit for bit; a plain call ignores a "
           "scope") {
     Generator gen(5);
-    nn::Sequential net;
-    net.add(std::make_shared<nn::Conv2d>(3, 4, nn::Conv2dConfig{.kernel_size = 3, .padding = 1}, gen));
-    net.add(std::make_shared<nn::BatchNorm2d>(4));
-    net.add(std::make_shared<nn::ReLU>());
-    net.add(std::make_shared<nn::MaxPool2d>(2));
-    nn::Sequential twin;
-    twin.add(std::make_shared<nn::Conv2d>(3, 4, nn::Conv2dConfig{.kernel_size = 3, .padding = 1}, gen));
-    twin.add(std::make_shared<nn::BatchNorm2d>(4));
-    twin.add(std::make_shared<nn::ReLU>());
-    twin.add(std::make_shared<nn::MaxPool2d>(2));
+    auto make = [&] {   // conv, BN, ReLU, max-pool
+        auto seq = std::make_shared<nn::Sequential>();
+        seq->add(std::make_shared<nn::Conv2d>(3, 4, nn::Conv2dConfig{.kernel_size = 3, .padding = 1}, gen));
+        seq->add(std::make_shared<nn::BatchNorm2d>(4));
+        seq->add(std::make_shared<nn::ReLU>());
+        seq->add(std::make_shared<nn::MaxPool2d>(2));
+        return seq;
+    };
+    const auto net_ptr = make(), twin_ptr = make();
+    nn::Sequential &net = *net_ptr, &twin = *twin_ptr;
     twin.load_state_dict(net.state_dict());
     const Tensor x = Tensor::randn({2, 3, 8, 8}, gen);
     const nn::ChannelTensor y = net(nn::ChannelTensor::all(x));
