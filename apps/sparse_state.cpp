@@ -57,7 +57,7 @@ train::Checkpoint sparse_checkpoint(const SparsePosition& p, const SparseOptions
     for (const auto& [k, s] : trainer.scores.named_parameters()) st["scores." + k] = s.detach();
     if (p.in_b) {
         for (const auto& [k, v] : ft.state_dict()) st["optimizer_ft." + k] = v;
-        train::pack_plan(p.plan, st);
+        train::pack_plan(p.plan, trainer.scores.layers(), st);
         st["finetune_epoch"] = train::i64_scalar(p.b_done);
         st["best_epoch"] = train::i64_scalar(p.best_epoch);
         st["best_test_acc"] = optim::pack_f64(p.best_acc);

@@ -151,7 +151,7 @@ int run_sparse_train(const std::vector<std::string>& argv) {
     };
     a.evaluate = [&](int64_t epoch) {   // logging only: one Bernoulli subnet of s, eval mode, nothing updated
         Generator eval_gen(static_cast<uint64_t>(o.run.seed) * 7919 + static_cast<uint64_t>(epoch));
-        train::SubnetScope subnet(trainer.prunable, models::ChannelPlan::from_masks(trainer.scores.sample(eval_gen)));
+        train::SubnetScope subnet(models::ChannelPlan::from_masks(trainer.scores.layers(), trainer.scores.sample(eval_gen)));
         return evaluate();
     };
     a.record = [&](const train::EpochSummary& r) {
@@ -185,16 +185,16 @@ int run_sparse_train(const std::vector<std::string>& argv) {
     model->train();
     if (!at.in_b) {
         data::DataLoader select = train::train_loader(data, false, o.batch, o.run.seed + 1, o.data.workers);
-        at.plan = train::select_subnetwork(*model, trainer.prunable, trainer.scores, select, o.candidates,
+        at.plan = train::select_subnetwork(*model, trainer.scores, select, o.candidates,
                                            o.select_batches, mask_gen, image, log);
         at.in_b = true;
         save();   // the choice is kept: a run resumed from here fine-tunes the same subnetwork
     }
-    train::SubnetScope subnet(trainer.prunable, at.plan);
+    train::SubnetScope subnet(at.plan);
     train::DenseStep finetune(*model, ft, nullptr, {.clip = o.clip});
     train::FitHooks b;
     b.progress = [&](const train::StepResult&, const TapeTotals&) {
-        return fmt("flops ", fixed(trainer.prunable.last_cost().ratio(), 3), "x dense");
+        return fmt("flops ", fixed(subnet.cost_ratio(), 3), "x dense");
     };
     b.evaluate = [&](int64_t) { return evaluate(); };
     b.record = [&](const train::EpochSummary& r) {
@@ -222,6 +222,7 @@ int run_sparse_train(const std::vector<std::string>& argv) {
     if (o.finetune_epochs == 0) at.last_acc = at.best_acc = evaluate().accuracy;
 
     // ---- export: the physically smaller dense model ----
+    subnet.reset();   // the export and its check run dense (the scope would apply to any model on this thread)
     auto sub_meta = meta;
     sub_meta["keep"] = fmt(o.keep);
     sub_meta["epoch"] = fmt(total);

@@ -52,10 +52,22 @@ BasicBlock::BasicBlock(int64_t in, int64_t out, int64_t stride, Shortcut kind, G
     }
 }
 
+nn::ChannelTensor PadShortcut::forward_subset(const nn::ChannelTensor& x) {
+    if (static_cast<int64_t>(x.channels.size()) == in_channels) return {forward(x.x), nn::iota_channels(out_channels)};
+    nn::check_channels(x, in_channels, 1, fmt("PadShortcut(", name(), ")"));
+    nn::ChannelTensor y{slice(slice(x.x, 2, 0, x.x.size(2), stride), 3, 0, x.x.size(3), stride), x.channels};
+    for (int64_t& c : y.channels) c += (out_channels - in_channels) / 2;
+    return y;
+}
+
 Tensor BasicBlock::forward(const Tensor& x) {
-    Tensor h = bn1->forward_relu((*conv1)(x));          // (N, out, H/s, W/s): relu(bn1(.)) fused
-    h = (*bn2)((*conv2)(h));
-    return add_relu(h, shortcut ? (*shortcut)(x) : x);  // the residual add, then ReLU (one fused op)
+    return nn::to_dense(forward_subset(nn::ChannelTensor::all(x)), conv2->out_channels);
+}
+
+nn::ChannelTensor BasicBlock::forward_subset(const nn::ChannelTensor& x) {
+    nn::ChannelTensor h = bn1->forward_relu((*conv1)(x));   // (N, |O1|, H/s, W/s): relu(bn1(.)) fused
+    h = (*bn2)((*conv2)(h));                                // (N, |O2|, H/s, W/s)
+    return nn::add_relu(h, shortcut ? (*shortcut)(x) : x);  // the residual add, then ReLU (one fused op when dense)
 }
 
 CifarResNet::CifarResNet(int64_t n, std::array<int64_t, 3> w, Shortcut kind, int64_t C, int64_t classes,
@@ -82,25 +94,19 @@ CifarResNet::CifarResNet(int64_t n, std::array<int64_t, 3> w, Shortcut kind, int
 }
 
 Tensor CifarResNet::forward(const Tensor& x) {
-    if (plan_) return compact_forward(x);
-    Tensor h = bn1->forward_relu((*conv1)(x));             // (N, w0, H, W): relu(bn1(.)) fused
-    h = (*layer3)((*layer2)((*layer1)(h)));                // (N, w2, H/4, W/4)
-    h = flatten(adaptive_avg_pool2d(h, {1, 1}), 1);        // (N, w2): global average pool
-    return (*linear)(h);                                   // (N, classes)
+    // every activation is an nn::ChannelTensor: all channels without a ChannelSubsetScope, the kept ones under one
+    nn::ChannelTensor h = bn1->forward_relu((*conv1)(nn::ChannelTensor::all(x)));   // (N, |A|, H, W), A <= w0
+    h = (*layer3)((*layer2)((*layer1)(h)));                 // (N, |A|, H/4, W/4): the stream over A <= w2
+    h.x = flatten(adaptive_avg_pool2d(h.x, {1, 1}), 1);     // (N, |A|): global average pool, per channel
+    return nn::to_dense((*linear)(h), linear->out_features);   // (N, classes)
 }
 
 }  // namespace razor::models
 
-// ---- compact channel execution (channel_plan.h) ----
+// ---- channel plans: scored layers and extract (channel_plan.h) ----
 
 namespace razor::models {
 namespace {
-
-std::vector<int64_t> iota_vec(int64_t n) {
-    std::vector<int64_t> v(n);
-    for (int64_t i = 0; i < n; ++i) v[i] = i;
-    return v;
-}
 
 std::vector<int64_t> set_union(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
     std::vector<int64_t> u;
@@ -112,7 +118,7 @@ std::vector<int64_t> set_union(const std::vector<int64_t>& a, const std::vector<
 void copy_conv(nn::Conv2d& dst, const nn::Conv2d& src, const std::vector<int64_t>& rows,
                const std::vector<int64_t>& live, const std::vector<int64_t>& cols) {
     NoGradGuard no_grad;
-    Tensor w = index_select(index_select(src.weight, 0, index_tensor(rows)), 1, index_tensor(cols)).contiguous();
+    Tensor w = index_select(index_select(src.weight, 0, nn::index_tensor(rows)), 1, nn::index_tensor(cols)).contiguous();
     const int64_t row = w.numel() / std::max<int64_t>(1, w.size(0));
     size_t j = 0;
     for (size_t r = 0; r < rows.size(); ++r) {
@@ -127,7 +133,7 @@ void copy_conv(nn::Conv2d& dst, const nn::Conv2d& src, const std::vector<int64_t
 void copy_bn(nn::BatchNorm2d& dst, const nn::BatchNorm2d& src, const std::vector<int64_t>& rows,
              const std::vector<int64_t>& live) {
     NoGradGuard no_grad;
-    const Tensor idx = index_tensor(rows);
+    const Tensor idx = nn::index_tensor(rows);
     Tensor g = index_select(src.weight, 0, idx), b = index_select(src.bias, 0, idx);
     Tensor m = index_select(src.running_mean, 0, idx), v = index_select(src.running_var, 0, idx);
     for (size_t r = 0; r < rows.size(); ++r)
@@ -151,20 +157,6 @@ nn::BatchNorm2d* BasicBlock::shortcut_bn() const {
     return seq ? dynamic_cast<nn::BatchNorm2d*>(seq->named_children()[1].second.get()) : nullptr;
 }
 
-Compact BasicBlock::compact_forward(const Compact& x, const ChannelPlan& plan, size_t& l, PlanCost& cost) {
-    Compact h = compact_batch_norm_relu(*bn1, compact_conv(*conv1, x, plan.kept[l++], cost));
-    h = compact_batch_norm(*bn2, compact_conv(*conv2, h, plan.kept[l++], cost));   // (N, |O2|, H/s, W/s)
-    Compact sc = x;                                                                   // identity
-    if (auto* conv = shortcut_conv()) {
-        sc = compact_batch_norm(*shortcut_bn(), compact_conv(*conv, x, plan.kept[l++], cost));
-    } else if (auto* pad = dynamic_cast<PadShortcut*>(shortcut.get())) {
-        // option A: subsample, and the channels move up by the zero pad (pad channels are 0: not in the set)
-        sc.x = slice(slice(x.x, 2, 0, x.x.size(2), pad->stride), 3, 0, x.x.size(3), pad->stride);
-        for (int64_t& c : sc.idx) c += (pad->out_channels - pad->in_channels) / 2;
-    }
-    return compact_relu(compact_add(sc, h));   // the residual add over the union of the two channel sets
-}
-
 std::vector<BasicBlock*> CifarResNet::blocks() const {
     std::vector<BasicBlock*> out;
     for (const auto* stage : {layer1.get(), layer2.get(), layer3.get()})
@@ -172,12 +164,16 @@ std::vector<BasicBlock*> CifarResNet::blocks() const {
     return out;
 }
 
+std::string CifarResNet::block_path(size_t i) const {
+    return fmt("layer", i / static_cast<size_t>(blocks_per_stage) + 1, ".", i % static_cast<size_t>(blocks_per_stage), ".");
+}
+
 std::vector<sparse::ScoredLayer> CifarResNet::scored_layers() const {
     std::vector<sparse::ScoredLayer> layers = {{"conv1", conv1->out_channels, true, {}}};
     std::vector<std::string> stream = {"conv1"};   // the layers whose outputs the residual stream holds
     const auto bs = blocks();
     for (size_t i = 0; i < bs.size(); ++i) {
-        const std::string prefix = fmt("layer", i / blocks_per_stage + 1, ".", i % blocks_per_stage, ".");
+        const std::string prefix = block_path(i);
         layers.push_back({prefix + "conv1", bs[i]->conv1->out_channels, true, stream});
         layers.push_back({prefix + "conv2", bs[i]->conv2->out_channels, true, {prefix + "conv1"}});
         if (auto* sc = bs[i]->shortcut_conv()) {
@@ -190,47 +186,35 @@ std::vector<sparse::ScoredLayer> CifarResNet::scored_layers() const {
     return layers;
 }
 
-Tensor CifarResNet::compact_forward(const Tensor& x) {
-    const ChannelPlan& plan = *plan_;
-    cost_ = {};
-    size_t l = 0;
-    Compact h = compact_batch_norm_relu(*bn1, compact_conv(*conv1, compact_all(x), plan.kept[l++], cost_));
-    for (BasicBlock* b : blocks()) h = b->compact_forward(h, plan, l, cost_);
-    h.x = flatten(adaptive_avg_pool2d(h.x, {1, 1}), 1);   // (N, |A|): global average pool of the active channels
-    return compact_linear(*linear, h, cost_);             // (N, classes)
-}
-
 ChannelPrunable::Extracted CifarResNet::extract(const ChannelPlan& plan) const {
-    if (plan.kept.size() != scored_layers().size())
-        throw Error(fmt("CifarResNet::extract: expected a plan with ", scored_layers().size(), " lists, got ",
-                        plan.kept.size()));
     const auto bs = blocks();
     const int64_t n = blocks_per_stage;
     const bool narrow_stream = shortcut_kind == Shortcut::B;
-    // The plan index of every block's conv1 (conv2 follows, then the shortcut conv if any).
-    std::vector<size_t> at(bs.size());
-    size_t l = 1;
-    for (size_t i = 0; i < bs.size(); ++i) at[i] = l, l += bs[i]->shortcut_conv() ? 3 : 2;
+    // The kept channels of block i's conv1, conv2 and projection-shortcut conv.
+    auto o1 = [&](size_t i) -> const std::vector<int64_t>& { return plan.at(block_path(i) + "conv1"); };
+    auto o2 = [&](size_t i) -> const std::vector<int64_t>& { return plan.at(block_path(i) + "conv2"); };
+    auto osc = [&](size_t i) -> const std::vector<int64_t>& { return plan.at(block_path(i) + "shortcut.0"); };
+    const std::vector<int64_t>& stem = plan.at("conv1");
     // U_s: the channels of stage s's stream that some layer writes (all of them for option A).
     std::array<std::vector<int64_t>, 3> U;
     for (int s = 0; s < 3; ++s) {
         const int64_t width = bs[s * n]->conv2->out_channels;
         if (!narrow_stream) {
-            U[s] = iota_vec(width);
+            U[s] = nn::iota_channels(width);
             continue;
         }
-        if (s == 0) U[s] = plan.kept[0];
+        if (s == 0) U[s] = stem;
         for (int64_t b = 0; b < n; ++b) {
             const size_t i = s * n + b;
-            U[s] = set_union(U[s], plan.kept[at[i] + 1]);
-            if (bs[i]->shortcut_conv()) U[s] = set_union(U[s], plan.kept[at[i] + 2]);
+            U[s] = set_union(U[s], o2(i));
+            if (bs[i]->shortcut_conv()) U[s] = set_union(U[s], osc(i));
         }
         if (s > 0 && !bs[s * n]->shortcut_conv()) U[s] = set_union(U[s], U[s - 1]);   // identity across stages
     }
     std::vector<int64_t> mids, widths = {static_cast<int64_t>(U[0].size())};
     for (size_t i = 0; i < bs.size(); ++i) {
         const int64_t s = static_cast<int64_t>(i) / n;
-        mids.push_back(static_cast<int64_t>(plan.kept[at[i]].size()));
+        mids.push_back(static_cast<int64_t>(o1(i).size()));
         widths.push_back(mids.back());
         widths.push_back(static_cast<int64_t>(U[s].size()));
         if (bs[i]->shortcut_conv()) widths.push_back(static_cast<int64_t>(U[s].size()));
@@ -239,25 +223,25 @@ ChannelPrunable::Extracted CifarResNet::extract(const ChannelPlan& plan) const {
     auto out = std::make_shared<CifarResNet>(
         n, std::array<int64_t, 3>{int64_t(U[0].size()), int64_t(U[1].size()), int64_t(U[2].size())}, shortcut_kind,
         conv1->in_channels, linear->out_features, gen, mids);
-    copy_conv(*out->conv1, *conv1, U[0], plan.kept[0], iota_vec(conv1->in_channels));
-    copy_bn(*out->bn1, *bn1, U[0], plan.kept[0]);
+    copy_conv(*out->conv1, *conv1, U[0], stem, nn::iota_channels(conv1->in_channels));
+    copy_bn(*out->bn1, *bn1, U[0], stem);
     const auto obs = out->blocks();
     for (size_t i = 0; i < bs.size(); ++i) {
         const int64_t s = static_cast<int64_t>(i) / n;
         const auto& in = (i % n == 0 && s > 0) ? U[s - 1] : U[s];
-        const auto& o1 = plan.kept[at[i]];
-        copy_conv(*obs[i]->conv1, *bs[i]->conv1, o1, o1, in);
-        copy_bn(*obs[i]->bn1, *bs[i]->bn1, o1, o1);
-        copy_conv(*obs[i]->conv2, *bs[i]->conv2, U[s], plan.kept[at[i] + 1], o1);
-        copy_bn(*obs[i]->bn2, *bs[i]->bn2, U[s], plan.kept[at[i] + 1]);
+        const auto& mid = o1(i);
+        copy_conv(*obs[i]->conv1, *bs[i]->conv1, mid, mid, in);
+        copy_bn(*obs[i]->bn1, *bs[i]->bn1, mid, mid);
+        copy_conv(*obs[i]->conv2, *bs[i]->conv2, U[s], o2(i), mid);
+        copy_bn(*obs[i]->bn2, *bs[i]->bn2, U[s], o2(i));
         if (auto* sc = bs[i]->shortcut_conv()) {
-            copy_conv(*obs[i]->shortcut_conv(), *sc, U[s], plan.kept[at[i] + 2], in);
-            copy_bn(*obs[i]->shortcut_bn(), *bs[i]->shortcut_bn(), U[s], plan.kept[at[i] + 2]);
+            copy_conv(*obs[i]->shortcut_conv(), *sc, U[s], osc(i), in);
+            copy_bn(*obs[i]->shortcut_bn(), *bs[i]->shortcut_bn(), U[s], osc(i));
         }
     }
     {
         NoGradGuard no_grad;
-        out->linear->weight.detach().copy_(index_select(linear->weight, 1, index_tensor(U[2])));
+        out->linear->weight.detach().copy_(index_select(linear->weight, 1, nn::index_tensor(U[2])));
         out->linear->bias.detach().copy_(linear->bias);
     }
     out->train(is_training());

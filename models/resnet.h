@@ -24,8 +24,9 @@
 // docs: docs/models.md.
 //
 // Compact channel execution (VR-PGE, models/channel_plan.h): scored layers are conv1, then per block conv1, conv2 and
-// the projection shortcut's conv (shortcut.0), then linear (unmasked). With a plan set, forward runs every conv on
-// its kept channels and keeps the residual stream compact over the union of the channels written into it.
+// the projection shortcut's conv (shortcut.0), then linear (unmasked). The one forward is subset-aware: under an
+// nn::ChannelSubsetScope every conv runs on its kept channels and the residual stream stays compact over the union
+// of the channels written into it; without one it is the plain dense network.
 // extract(plan): a CifarResNet with the same blocks whose block-internal widths (conv1 out, conv2 in) are |O| and,
 // for option B, whose stage widths are the stream's union U_s (stem, conv2 and shortcut rows of U_s that their own
 // plan drops are zero filters with BN gamma = beta = 0, so they output exactly 0 in eval mode). Option A keeps the
@@ -49,6 +50,9 @@ class PadShortcut : public nn::Module {
 public:
     PadShortcut(int64_t in_channels, int64_t out_channels, int64_t stride);
     Tensor forward(const Tensor& x) override;   // (N, in, H, W) -> (N, out, H/s, W/s)
+    // On a channel subset: the subsampled channels, their indices moved up by the pad (the pad channels are 0, so
+    // they are not in the set); the plain forward when x holds every channel.
+    nn::ChannelTensor forward_subset(const nn::ChannelTensor& x) override;
     std::string type_name() const override { return "PadShortcut"; }
 
     int64_t in_channels, out_channels, stride;
@@ -59,9 +63,10 @@ public:
     // mid_channels: conv1's outputs (0 = out_channels; a narrower block from CifarResNet::extract).
     BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride, Shortcut shortcut, Generator& gen,
                int64_t mid_channels = 0);
-    Tensor forward(const Tensor& x) override;   // (N, in, H, W) -> (N, out, H/stride, W/stride)
-    // The compact forward: consumes kept[l], kept[l+1] (and kept[l+2] for a projection shortcut), advancing l.
-    Compact compact_forward(const Compact& x, const ChannelPlan& plan, size_t& l, PlanCost& cost);
+    Tensor forward(const Tensor& x) override;   // (N, in, H, W) -> (N, out, H/stride, W/stride), dense
+    // The block (subset-aware): relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)), the add over the union of the
+    // two channel sets.
+    nn::ChannelTensor forward_subset(const nn::ChannelTensor& x) override;
     nn::Conv2d* shortcut_conv() const;      // the projection shortcut's conv, or null
     nn::BatchNorm2d* shortcut_bn() const;
     std::string type_name() const override { return "BasicBlock"; }
@@ -82,7 +87,7 @@ public:
     static std::shared_ptr<CifarResNet> from_widths(int64_t blocks_per_stage, Shortcut shortcut, int64_t in_channels,
                                                     int64_t num_classes, const std::vector<int64_t>& widths,
                                                     Generator& gen);
-    Tensor forward(const Tensor& x) override;   // (N, C, H, W) -> (N, classes)
+    Tensor forward(const Tensor& x) override;   // (N, C, H, W) -> (N, classes); compact under a ChannelSubsetScope
     std::string type_name() const override { return "CifarResNet"; }
 
     std::vector<sparse::ScoredLayer> scored_layers() const override;
@@ -97,7 +102,7 @@ public:
 
 private:
     std::vector<BasicBlock*> blocks() const;
-    Tensor compact_forward(const Tensor& x);
+    std::string block_path(size_t i) const;   // "layer<s>.<b>." of the i-th block
 };
 
 }  // namespace razor::models

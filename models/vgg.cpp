@@ -41,12 +41,13 @@ Tensor VGG::forward(const Tensor& x) {
     if (x.dim() != 4 || x.size(2) != 32 || x.size(3) != 32)
         throw Error(fmt("VGG(", name(), "): expected input (N, C, 32, 32), got ", shape_str(x.shape()),
                         "; hint: the CIFAR VGG's five pools need 32x32 images"));
-    if (plan_) return compact_forward(x);
     // features(x), with each BatchNorm2d + ReLU pair run as one fused op (BatchNorm2d::forward_relu); the ReLU
-    // module is still reported to forward observers (razor info), with the fused result.
-    Tensor h = features->call(x, [&] {
+    // module is still reported to forward observers (razor info), with the fused result. Every activation is an
+    // nn::ChannelTensor: all channels without a ChannelSubsetScope, the kept ones under one.
+    const nn::ChannelTensor in = nn::ChannelTensor::all(x);
+    nn::ChannelTensor h = features->call(in, [&] {
         const auto children = features->named_children();
-        Tensor h = x;
+        nn::ChannelTensor h = in;
         for (size_t i = 0; i < children.size(); ++i) {
             auto* bn = dynamic_cast<nn::BatchNorm2d*>(children[i].second.get());
             if (bn && i + 1 < children.size() && dynamic_cast<nn::ReLU*>(children[i + 1].second.get())) {
@@ -58,12 +59,13 @@ Tensor VGG::forward(const Tensor& x) {
         }
         return h;
     });
-    return (*classifier)(flatten(h, 1));   // (N, 512, 1, 1) -> (N, 512) -> (N, classes)
+    h.x = flatten(h.x, 1);   // (N, |O|, 1, 1) -> (N, |O|)
+    return nn::to_dense((*classifier)(h), classifier->out_features);   // (N, classes)
 }
 
 }  // namespace razor::models
 
-// ---- compact channel execution (channel_plan.h) ----
+// ---- channel plans: scored layers and extract (channel_plan.h) ----
 
 namespace razor::models {
 
@@ -95,32 +97,10 @@ std::vector<sparse::ScoredLayer> VGG::scored_layers() const {
     return layers;
 }
 
-Tensor VGG::compact_forward(const Tensor& x) {
-    const ChannelPlan& plan = *plan_;
-    cost_ = {};
-    size_t l = 0;
-    Compact h = compact_all(x);
-    const auto children = features->named_children();
-    for (size_t i = 0; i < children.size(); ++i) {
-        nn::Module* child = children[i].second.get();
-        const bool relu_next = i + 1 < children.size() && dynamic_cast<nn::ReLU*>(children[i + 1].second.get());
-        if (auto* conv = dynamic_cast<nn::Conv2d*>(child)) h = compact_conv(*conv, h, plan.kept[l++], cost_);
-        else if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(child); bn && relu_next) h = compact_batch_norm_relu(*bn, h), ++i;
-        else if (bn) h = compact_batch_norm(*bn, h);
-        else if (dynamic_cast<nn::ReLU*>(child)) h = compact_relu(h);
-        else if (h.x.size(1) > 0) h.x = (*child)(h.x);   // max-pool, per channel
-        else h.x = Tensor::zeros({h.x.size(0), 0, h.x.size(2) / 2, h.x.size(3) / 2});
-    }
-    h.x = flatten(h.x, 1);                        // (N, |O_last|, 1, 1) -> (N, |O_last|)
-    return compact_linear(*classifier, h, cost_);   // (N, classes)
-}
-
 ChannelPrunable::Extracted VGG::extract(const ChannelPlan& plan) const {
     const auto layers = scored_layers();
-    if (plan.kept.size() != layers.size())
-        throw Error(fmt("VGG::extract: expected a plan with ", layers.size(), " lists, got ", plan.kept.size()));
     std::vector<int64_t> widths;
-    for (size_t l = 0; l + 1 < layers.size(); ++l) widths.push_back(static_cast<int64_t>(plan.kept[l].size()));
+    for (size_t l = 0; l + 1 < layers.size(); ++l) widths.push_back(static_cast<int64_t>(plan.at(layers[l].name).size()));
     for (size_t l = 0; l < widths.size(); ++l)
         if (widths[l] == 0)
             throw Error(fmt("VGG::extract: ", layers[l].name, " keeps no channel; the subnetwork computes a constant "
@@ -132,16 +112,16 @@ ChannelPrunable::Extracted VGG::extract(const ChannelPlan& plan) const {
     const auto src = features->named_children(), dst = out->features->named_children();
     std::vector<int64_t> in(C);
     for (int64_t c = 0; c < C; ++c) in[c] = c;
-    size_t l = 0;
     for (size_t i = 0; i < src.size(); ++i) {
         if (auto* conv = dynamic_cast<nn::Conv2d*>(src[i].second.get())) {
             auto& d = dynamic_cast<nn::Conv2d&>(*dst[i].second);
-            const Tensor rows = index_tensor(plan.kept[l]);
-            d.weight.detach().copy_(index_select(index_select(conv->weight, 0, rows), 1, index_tensor(in)));
-            in = plan.kept[l++];
+            const std::vector<int64_t>& kept = plan.at("features." + src[i].first);
+            d.weight.detach().copy_(index_select(index_select(conv->weight, 0, nn::index_tensor(kept)), 1,
+                                                 nn::index_tensor(in)));
+            in = kept;
         } else if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(src[i].second.get())) {
             auto& d = dynamic_cast<nn::BatchNorm2d&>(*dst[i].second);
-            const Tensor rows = index_tensor(in);
+            const Tensor rows = nn::index_tensor(in);
             d.weight.detach().copy_(index_select(bn->weight, 0, rows));
             d.bias.detach().copy_(index_select(bn->bias, 0, rows));
             d.running_mean.detach().copy_(index_select(bn->running_mean, 0, rows));
@@ -149,7 +129,7 @@ ChannelPrunable::Extracted VGG::extract(const ChannelPlan& plan) const {
             d.num_batches_tracked.detach().copy_(bn->num_batches_tracked);
         }
     }
-    out->classifier->weight.detach().copy_(index_select(classifier->weight, 1, index_tensor(in)));
+    out->classifier->weight.detach().copy_(index_select(classifier->weight, 1, nn::index_tensor(in)));
     out->classifier->bias.detach().copy_(classifier->bias);
     out->train(is_training());
     return {out, widths};

@@ -14,7 +14,8 @@
 // Parameters (10 classes): vgg16_bn 14,724,042, vgg19_bn 20,035,018.
 //
 // Compact channel execution (VR-PGE, models/channel_plan.h): scored layers are the convs features.<i> in order, then
-// the classifier (unmasked). A plain chain: each conv reads exactly its predecessor's kept channels.
+// the classifier (unmasked). The one forward is subset-aware, a plain chain: under an nn::ChannelSubsetScope each
+// conv reads exactly its predecessor's kept channels; without one it is the plain dense network.
 // extract(plan): the VGG whose conv i has |O_i| channels (the classifier reads the last conv's kept channels).
 #pragma once
 
@@ -31,7 +32,7 @@ public:
     // config: output channels of each conv, 0 for a max-pool. Inputs must be 32x32 (five pools down to 1x1).
     VGG(const std::vector<int64_t>& config, int64_t in_channels, int64_t num_classes,
         Generator& gen = default_generator());
-    Tensor forward(const Tensor& x) override;   // (N, C, 32, 32) -> (N, classes)
+    Tensor forward(const Tensor& x) override;   // (N, C, 32, 32) -> (N, classes); compact under a ChannelSubsetScope
     std::string type_name() const override { return "VGG"; }
 
     static std::vector<int64_t> config16();
@@ -46,9 +47,6 @@ public:
     std::shared_ptr<nn::Sequential> features;
     std::shared_ptr<nn::Linear> classifier;
     std::vector<int64_t> config;
-
-private:
-    Tensor compact_forward(const Tensor& x);
 };
 
 }  // namespace razor::models

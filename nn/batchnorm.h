@@ -2,6 +2,13 @@
 //
 // reference: torch.nn.BatchNorm2d (eps 1e-5, momentum 0.1, affine, track_running_stats). State dict keys as PyTorch:
 // weight, bias, running_mean, running_var, num_batches_tracked (i64).
+//
+// On a channel subset (forward_subset, nn/channel_subset.h) it is TRUE-SPARSE: x holds channels K only, and
+// y = BN(x) with γ[K], β[K] and the running statistics of K; in training the batch statistics of K update
+// running_mean[K] and running_var[K] (the other channels' stay as they were) and num_batches_tracked counts the
+// batch. A dropped channel is absent: it contributes exactly 0 downstream and its parameters get no gradient.
+// (The emulation that multiplies a conv's weight by the mask and runs dense BN would output β_c on a dropped
+// channel; razor does not implement it.)
 #pragma once
 
 #include "nn/module.h"
@@ -15,6 +22,10 @@ public:
     // relu(forward(x)) as one fused op (core/ops/batch_norm.h batch_norm_relu): same values and saves, fewer passes
     // over memory. Runs in this module's scope (its name, save policy and forward observer), as operator() does.
     Tensor forward_relu(const Tensor& x);
+    // The same two on a channel subset x (N, |K|, H, W) holding channels K (true-sparse, above); the plain forward
+    // when K is every channel.
+    ChannelTensor forward_subset(const ChannelTensor& x) override;
+    ChannelTensor forward_relu(const ChannelTensor& x);
     std::string type_name() const override { return "BatchNorm2d"; }
 
     Tensor weight, bias;                       // (C) or undefined when affine = false
@@ -25,6 +36,7 @@ public:
 
 private:
     void begin_forward(const Tensor& x);   // checks x, counts the batch in training
+    ChannelTensor subset(const ChannelTensor& x, bool relu);
 };
 
 }  // namespace razor::nn

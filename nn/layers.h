@@ -2,6 +2,7 @@
 // ReLU, ReLU6, GELU, Flatten, Dropout, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d.
 //
 // reference: the torch.nn modules of the same names.
+// ReLU and MaxPool2d also run on a channel subset (nn/channel_subset.h): per channel, the channel list unchanged.
 #pragma once
 
 #include "nn/module.h"
@@ -11,6 +12,9 @@ namespace razor::nn {
 class ReLU : public Module {
 public:
     Tensor forward(const Tensor& x) override { return relu(x); }
+    ChannelTensor forward_subset(const ChannelTensor& x) override {
+        return {x.x.numel() ? relu(x.x) : x.x, x.channels};
+    }
     std::string type_name() const override { return "ReLU"; }
 };
 
@@ -55,6 +59,14 @@ public:
     explicit MaxPool2d(int64_t kernel, int64_t stride = 0, int64_t padding = 0)
         : options_{{kernel, kernel}, {stride, stride}, {padding, padding}} {}
     Tensor forward(const Tensor& x) override { return max_pool2d(x, options_); }
+    ChannelTensor forward_subset(const ChannelTensor& x) override {
+        if (!x.channels.empty()) return {max_pool2d(x.x, options_), x.channels};
+        auto out = [&](size_t d) {   // no channel: (N, 0, OH, OW) without running the op
+            const int64_t s = options_.stride[d] ? options_.stride[d] : options_.kernel[d];
+            return (x.x.size(static_cast<int64_t>(2 + d)) + 2 * options_.padding[d] - options_.kernel[d]) / s + 1;
+        };
+        return {Tensor::zeros({x.x.size(0), 0, out(0), out(1)}), x.channels};
+    }
     std::string type_name() const override { return "MaxPool2d"; }
 
 private:

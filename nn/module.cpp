@@ -23,6 +23,13 @@ void Module::notify_forward_observer(const Tensor& x, const Tensor& y) {
 
 Tensor Module::operator()(const Tensor& x) { return call(x, [&] { return forward(x); }); }
 
+ChannelTensor Module::forward_subset(const ChannelTensor&) {
+    throw Error(fmt(type_name(), "(", name_, "): cannot run on a channel subset; hint: call it on the dense tensor "
+                    "(nn::to_dense), or give it a forward_subset"));
+}
+
+ChannelTensor Module::operator()(const ChannelTensor& x) { return call(x, [&] { return forward_subset(x); }); }
+
 Tensor& Module::register_parameter(const std::string& name, Tensor value) {
     value.set_name(name);
     if (!value.requires_grad()) value.requires_grad_();

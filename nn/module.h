@@ -8,7 +8,8 @@
 //
 // Calling a module (module(x)) runs forward(x) inside its NameScope, so every node it records on the tape is
 // attributed to its path ("layer1.0.conv1"), and inside its SavePolicyGuard when a policy was set on it with
-// set_save_policy (Back Razor's per-module overrides).
+// set_save_policy (Back Razor's per-module overrides). Calling it on a ChannelTensor (module(h), nn/channel_subset.h)
+// runs forward_subset(h) the same way: compact execution keeps names, attribution, policies and observers.
 #pragma once
 
 #include <functional>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "core/core.h"
+#include "nn/channel_subset.h"
 
 namespace razor::nn {
 
@@ -62,6 +64,19 @@ public:
             notify_forward_observer(x, y);
             return y;
         });
+    }
+
+    // ---- channel subsets (nn/channel_subset.h) ----
+    // The module on activations that hold only some of their channels. forward_subset's default throws: a module
+    // that can run on a subset overrides it (Conv2d, BatchNorm2d, Linear, ReLU, MaxPool2d, Sequential, the models'
+    // blocks). operator() runs it as it runs forward; call(ChannelTensor, f) is call() for a ChannelTensor result.
+    virtual ChannelTensor forward_subset(const ChannelTensor& x);
+    ChannelTensor operator()(const ChannelTensor& x);   // call(x, forward_subset(x))
+    template <class F>
+    ChannelTensor call(const ChannelTensor& x, F&& f) {
+        ChannelTensor y;
+        call(x.x, [&] { return (y = f()).x; });   // the observer sees the compact tensors
+        return y;
     }
 
     virtual std::string type_name() const { return "Module"; }

@@ -24,6 +24,11 @@ public:
         for (auto& [name, child] : named_children()) h = (*child)(h);
         return h;
     }
+    ChannelTensor forward_subset(const ChannelTensor& x) override {
+        ChannelTensor h = x;
+        for (auto& [name, child] : named_children()) h = (*child)(h);
+        return h;
+    }
     std::string type_name() const override { return "Sequential"; }
 
 private:

@@ -12,14 +12,10 @@
 
 namespace razor::train {
 
-SubnetScope::SubnetScope(models::ChannelPrunable& prunable, const models::ChannelPlan& plan) : prunable_(prunable) {
-    set(plan);
-}
-
-SubnetScope::~SubnetScope() { prunable_.set_channel_plan(nullptr); }
-
-void SubnetScope::set(const models::ChannelPlan& plan) {
-    prunable_.set_channel_plan(std::make_shared<models::ChannelPlan>(plan));
+void SubnetScope::set(models::ChannelPlan plan) {
+    scope_.reset();   // the old scope refers to plan_: end it before plan_ changes
+    plan_ = std::move(plan);
+    scope_.emplace(plan_);
 }
 
 namespace {
@@ -45,26 +41,25 @@ double train_accuracy(nn::Module& model, data::DataLoader& loader, int64_t batch
 
 }  // namespace
 
-models::ChannelPlan select_subnetwork(nn::Module& model, models::ChannelPrunable& prunable,
-                                      const sparse::ChannelScores& scores, data::DataLoader& loader,
+models::ChannelPlan select_subnetwork(nn::Module& model, const sparse::ChannelScores& scores, data::DataLoader& loader,
                                       int64_t candidates, int64_t batches, Generator& masks, const Shape& image,
                                       RunLog& log) {
     models::ChannelPlan best;
     double best_acc = -1;
     for (int64_t c = 0; c < candidates; ++c) {
-        const models::ChannelPlan plan = models::ChannelPlan::from_masks(scores.sample(masks));
-        SubnetScope subnet(prunable, plan);
+        const models::ChannelPlan plan = models::ChannelPlan::from_masks(scores.layers(), scores.sample(masks));
+        SubnetScope subnet(plan);
         {
             NoGradGuard no_grad;   // MACs of this candidate: one eval-mode forward (updates nothing)
             model.eval();
             model(Tensor::zeros({1, image[0], image[1], image[2]}));
             model.train();
         }
-        const double cost = prunable.last_cost().ratio();
+        const double cost = subnet.cost_ratio();   // of the one eval-mode forward above
         const double acc = train_accuracy(model, loader, batches);
         int64_t kept = 0;
-        for (size_t l = 0; l < plan.kept.size(); ++l)
-            if (scores.layers()[l].masked) kept += static_cast<int64_t>(plan.kept[l].size());
+        for (const auto& layer : scores.layers())
+            if (layer.masked) kept += static_cast<int64_t>(plan.at(layer.name).size());
         std::printf("B candidate %lld/%lld: %lld/%lld channels kept, MACs %.3fx dense, train accuracy %.2f%% (%lld "
                     "batches)\n",
                     static_cast<long long>(c + 1), static_cast<long long>(candidates), static_cast<long long>(kept),
@@ -77,9 +72,11 @@ models::ChannelPlan select_subnetwork(nn::Module& model, models::ChannelPrunable
     return best;
 }
 
-void pack_plan(const models::ChannelPlan& plan, std::map<std::string, Tensor>& state) {
+void pack_plan(const models::ChannelPlan& plan, const std::vector<sparse::ScoredLayer>& layers,
+               std::map<std::string, Tensor>& state) {
     std::vector<int64_t> counts, kept;
-    for (const auto& k : plan.kept) {
+    for (const auto& layer : layers) {
+        const auto& k = plan.at(layer.name);
         counts.push_back(static_cast<int64_t>(k.size()));
         kept.insert(kept.end(), k.begin(), k.end());
     }
@@ -103,12 +100,14 @@ models::ChannelPlan unpack_plan(const std::map<std::string, Tensor>& state, cons
         if (c[l] < 0 || c[l] > layers[l].channels || at + static_cast<size_t>(c[l]) > k.size())
             throw Error(fmt(where, ": 'plan.counts' gives layer ", layers[l].name, " ", c[l], " kept channels; expected 0 to ",
                             layers[l].channels, " within the ", k.size(), " indices of 'plan.kept'", hint));
-        plan.kept.emplace_back(k.begin() + static_cast<std::ptrdiff_t>(at), k.begin() + static_cast<std::ptrdiff_t>(at + c[l]));
+        const std::vector<int64_t> kl(k.begin() + static_cast<std::ptrdiff_t>(at),
+                                      k.begin() + static_cast<std::ptrdiff_t>(at + c[l]));
         at += static_cast<size_t>(c[l]);
-        for (size_t i = 0; i < plan.kept[l].size(); ++i)
-            if (plan.kept[l][i] < 0 || plan.kept[l][i] >= layers[l].channels || (i && plan.kept[l][i] <= plan.kept[l][i - 1]))
+        for (size_t i = 0; i < kl.size(); ++i)
+            if (kl[i] < 0 || kl[i] >= layers[l].channels || (i && kl[i] <= kl[i - 1]))
                 throw Error(fmt(where, ": 'plan.kept' of layer ", layers[l].name, " must be ascending channel indices "
-                                "in [0, ", layers[l].channels, "), got ", plan.kept[l][i], " at position ", i, hint));
+                                "in [0, ", layers[l].channels, "), got ", kl[i], " at position ", i, hint));
+        plan.keep(layers[l].name, kl);
     }
     if (at != k.size())
         throw Error(fmt(where, ": 'plan.kept' holds ", k.size(), " indices, 'plan.counts' sums to ", at, hint));

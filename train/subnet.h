@@ -11,44 +11,50 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/tensor.h"
 #include "data/loader.h"
 #include "models/channel_plan.h"
+#include "nn/channel_subset.h"
 #include "nn/module.h"
 #include "sparse/vrpge_scores.h"
 #include "train/run_log.h"
 
 namespace razor::train {
 
-// While it lives, the model runs compact on the plan last set (none: dense); dense again when it ends.
+// While it lives, every forward on this thread runs compact on the plan last set (none: dense), through an
+// nn::ChannelSubsetScope that owns its plan; dense again when it ends or after reset().
 class SubnetScope {
 public:
-    explicit SubnetScope(models::ChannelPrunable& prunable) : prunable_(prunable) {}
-    SubnetScope(models::ChannelPrunable& prunable, const models::ChannelPlan& plan);
+    SubnetScope() = default;
+    explicit SubnetScope(models::ChannelPlan plan) { set(std::move(plan)); }
     SubnetScope(const SubnetScope&) = delete;
     SubnetScope& operator=(const SubnetScope&) = delete;
-    ~SubnetScope();
-    void set(const models::ChannelPlan& plan);
+    void set(models::ChannelPlan plan);
+    void reset() { scope_.reset(); }
+    // MACs executed over dense since the last set() (1 when nothing ran).
+    double cost_ratio() const { return scope_ ? scope_->cost().ratio() : 1.0; }
 
 private:
-    models::ChannelPrunable& prunable_;
+    models::ChannelPlan plan_;
+    std::optional<nn::ChannelSubsetScope> scope_;
 };
 
 // Draws `candidates` subnetworks from `scores` with `masks`, scores each by its accuracy on `batches` batches of
 // `loader` (train-mode BN, no gradient; the running statistics are put back), prints and logs ("B-select") each,
 // and returns the best (the first on a tie). `image` (C, H, W) sizes the forward that measures a candidate's MACs.
-models::ChannelPlan select_subnetwork(nn::Module& model, models::ChannelPrunable& prunable,
-                                      const sparse::ChannelScores& scores, data::DataLoader& loader,
+models::ChannelPlan select_subnetwork(nn::Module& model, const sparse::ChannelScores& scores, data::DataLoader& loader,
                                       int64_t candidates, int64_t batches, Generator& masks, const Shape& image,
                                       RunLog& log);
 
 // The chosen subnetwork in a train state: "plan.counts" (L) i64, the kept channels of each scored layer, and
 // "plan.kept" (sum of counts) i64, their indices layer after layer. unpack_plan checks both against `layers` and
 // throws naming `where` and the entry.
-void pack_plan(const models::ChannelPlan& plan, std::map<std::string, Tensor>& state);
+void pack_plan(const models::ChannelPlan& plan, const std::vector<sparse::ScoredLayer>& layers,
+               std::map<std::string, Tensor>& state);
 models::ChannelPlan unpack_plan(const std::map<std::string, Tensor>& state, const std::string& where,
                                 const std::vector<sparse::ScoredLayer>& layers);
 

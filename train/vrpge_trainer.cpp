@@ -17,11 +17,10 @@ VrpgeTrainer::Step VrpgeTrainer::step(const Tensor& x, const Tensor& labels, Gen
     Step out;
     double cost = 0;
     int passes = 0;
-    SubnetScope subnet(prunable);   // dense again when the step ends, thrown or not
     auto forward = [&](const sparse::ChannelMasks& masks) {
-        subnet.set(models::ChannelPlan::from_masks(masks));
+        SubnetScope subnet(models::ChannelPlan::from_masks(scores.layers(), masks));   // this pass's forward only
         const Tensor logits = (*model)(x);   // (N, classes), compact
-        cost += prunable.last_cost().ratio();
+        cost += subnet.cost_ratio();
         if (passes++ == 0) out.logits = logits.detach();
         return cross_entropy(logits, labels);
     };

@@ -5,7 +5,7 @@
 // shortcuts included, the classifier excluded by its flag); s starts at a constant. One step is
 // sparse::vrpge_step (spec §6 order: zero grads, two sampled passes on the same minibatch, estimator into s.grad,
 // joint clip, Adam on s, SGD on w, projection), each pass running the model compact on the sampled kept channels
-// (models/channel_plan.h, true-sparse BN).
+// (models/channel_plan.h, true-sparse BN) inside an nn::ChannelSubsetScope that ends with the pass.
 #pragma once
 
 #include <memory>
@@ -34,7 +34,8 @@ public:
         Tensor logits;            // pass 1's (N, classes), for the running accuracy
         double cost_ratio = 1;    // MACs of the two sampled subnets over dense, averaged over the passes
     };
-    // One phase-A iteration on (x, labels). Leaves the model dense (no plan) afterwards.
+    // One phase-A iteration on (x, labels). Each sampled pass runs compact in its own ChannelSubsetScope; none is
+    // left current afterwards.
     Step step(const Tensor& x, const Tensor& labels, Generator& gen);
 
     // E[kept fraction] = Σ s / n.

@@ -55,14 +55,13 @@ int main(int argc, char** argv) {
     auto model = models::make_model(name, 10, gen);
     auto& p = models::channel_prunable(*model);
     models::ChannelPlan plan = models::ChannelPlan::dense(p.scored_layers());
-    const auto layers = p.scored_layers();
-    for (size_t l = 0; l < layers.size(); ++l) {
-        if (!layers[l].masked) continue;
+    for (const auto& layer : p.scored_layers()) {
+        if (!layer.masked) continue;
         std::vector<int64_t> k;
-        for (int64_t c = 0; c < layers[l].channels; ++c)
+        for (int64_t c = 0; c < layer.channels; ++c)
             if (gen.uniform() < keep) k.push_back(c);
         if (k.empty()) k.push_back(0);
-        plan.kept[l] = k;
+        plan.keep(layer.name, k);
     }
     auto narrow = p.extract(plan).model;
     narrow->train();
@@ -75,11 +74,11 @@ int main(int argc, char** argv) {
     const bool only = std::getenv("ONLY_COMPACT");
     const double dense = only ? 1 : median_cpu(steps, [&] { pass(*model); });
     const double thin = only ? 1 : median_cpu(steps, [&] { pass(*narrow); });
-    p.set_channel_plan(std::make_shared<models::ChannelPlan>(plan));
+    nn::ChannelSubsetScope subsets(plan);
     const double compact = median_cpu(steps, [&] { pass(*model); });
     std::printf("%s keep %.2f batch %lld threads %d: CPU s per forward+backward: dense %.3f  narrow %.3f (%.2fx)  "
                 "compact %.3f (%.2fx)  MACs %.3fx\n",
                 name.c_str(), keep, static_cast<long long>(batch), num_threads(), dense, thin, dense / thin, compact,
-                dense / compact, p.last_cost().ratio());
+                dense / compact, subsets.cost().ratio());
     return 0;
 }

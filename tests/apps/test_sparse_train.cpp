@@ -50,7 +50,7 @@ TEST_CASE("VrpgeTrainer on resnet20: one compact iteration -- w.grad is the two-
     const Tensor y = Tensor::from_vector_i64({4}, {1, 2, 3, 4});
     Generator masks(5);
     const auto r = t.step(x, y, masks);
-    CHECK(t.prunable.channel_plan() == nullptr);   // dense again after the step
+    CHECK(nn::ChannelSubsetScope::current() == nullptr);   // dense again after the step
     CHECK(r.cost_ratio < 0.8);
     // The reference: the same two masks applied densely (BN output x mask), loss/2 each.
     auto& net = static_cast<models::CifarResNet&>(*ref);

@@ -3,11 +3,15 @@
 // semantics: a dropped channel is exactly 0 downstream, its BN gets nothing). Forward logits, every parameter
 // gradient and the kept channels' BN running statistics must agree within 1e-5 (relative to the largest entry);
 // dropped channels' statistics must not move. Also: a dense plan is bit-identical to plain dense execution, the
-// scored-layer lists (n = 2,464 / 5,504, spec §9.3), and extract() + make_model(widths) reproduce the subnetwork.
+// scored-layer lists (n = 2,464 / 5,504, spec §9.3), extract() + make_model(widths) reproduce the subnetwork, and a
+// compact pass keeps the module seam: saved items attributed to module paths as in dense mode, per-module save
+// policies and forward observers applied.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <set>
 
 #include "models/channel_plan.h"
 #include "models/registry.h"
@@ -27,30 +31,34 @@ Tensor mask_of(const std::vector<int64_t>& kept, int64_t C) {
     return Tensor::from_vector({1, C, 1, 1}, m);
 }
 
-// The dense reference: model's own modules, BN outputs multiplied by the masks of `plan`.
+// The dense reference: model's own modules, BN outputs multiplied by the masks of `plan` (looked up by the path of
+// the conv before the BN). Run outside any ChannelSubsetScope.
 Tensor masked_forward(models::CifarResNet& net, const ChannelPlan& plan, const Tensor& x) {
-    size_t l = 0;
-    auto masked = [&](Tensor t) { return mul(t, mask_of(plan.kept[l++], t.size(1))); };
-    Tensor h = relu(masked((*net.bn1)((*net.conv1)(x))));
-    for (const auto* stage : {net.layer1.get(), net.layer2.get(), net.layer3.get()})
+    auto masked = [&](Tensor t, const std::string& conv) { return mul(t, mask_of(plan.at(conv), t.size(1))); };
+    Tensor h = relu(masked((*net.bn1)((*net.conv1)(x)), "conv1"));
+    int stage_no = 0;
+    for (const auto* stage : {net.layer1.get(), net.layer2.get(), net.layer3.get()}) {
+        ++stage_no;
         for (const auto& [name, child] : stage->named_children()) {
             auto& b = static_cast<models::BasicBlock&>(*child);
-            Tensor y = relu(masked((*b.bn1)((*b.conv1)(h))));
-            y = masked((*b.bn2)((*b.conv2)(y)));
+            const std::string p = fmt("layer", stage_no, ".", name, ".");
+            Tensor y = relu(masked((*b.bn1)((*b.conv1)(h)), p + "conv1"));
+            y = masked((*b.bn2)((*b.conv2)(y)), p + "conv2");
             Tensor sc = h;
-            if (b.shortcut_conv()) sc = masked((*b.shortcut_bn())((*b.shortcut_conv())(h)));
+            if (b.shortcut_conv()) sc = masked((*b.shortcut_bn())((*b.shortcut_conv())(h)), p + "shortcut.0");
             else if (b.shortcut) sc = (*b.shortcut)(h);
             h = relu(add(y, sc));
         }
+    }
     return (*net.linear)(flatten(adaptive_avg_pool2d(h, {1, 1}), 1));
 }
 
 Tensor masked_forward(models::VGG& net, const ChannelPlan& plan, const Tensor& x) {
-    size_t l = 0;
     Tensor h = x;
     for (const auto& [name, child] : net.features->named_children()) {
         h = (*child)(h);
-        if (dynamic_cast<nn::BatchNorm2d*>(child.get())) h = mul(h, mask_of(plan.kept[l++], h.size(1)));
+        if (dynamic_cast<nn::BatchNorm2d*>(child.get()))
+            h = mul(h, mask_of(plan.at(fmt("features.", std::stoi(name) - 1)), h.size(1)));
     }
     return (*net.classifier)(flatten(h, 1));
 }
@@ -64,7 +72,7 @@ ChannelPlan random_plan(const std::vector<sparse::ScoredLayer>& layers, double k
         std::vector<int64_t> k;
         for (int64_t c = 0; c < layers[l].channels; ++c)
             if (gen.uniform() < keep && static_cast<int64_t>(l) != empty) k.push_back(c);
-        p.kept[l] = k;
+        p.keep(layers[l].name, k);
     }
     return p;
 }
@@ -141,8 +149,13 @@ void check_compact_equals_masked(const std::string& name, const Shape& input, in
     const std::vector<int64_t> labels_v = {3, 7, 1, 0};
     const Tensor labels = Tensor::from_vector_i64({input[0]}, std::vector<int64_t>(labels_v.begin(), labels_v.begin() + input[0]));
 
-    a->set_channel_plan(std::make_shared<ChannelPlan>(plan));
-    const Tensor ya = (*a)(x);
+    Tensor ya;
+    nn::SubsetCost cost;
+    {
+        nn::ChannelSubsetScope compact(plan);   // a's forward only: b shares the module paths
+        ya = (*a)(x);
+        cost = compact.cost();
+    }
     const Tensor yb = masked_forward(*b, plan, x);
     check_close(ya, yb, "logits");
     cross_entropy(ya, labels).backward();
@@ -153,7 +166,6 @@ void check_compact_equals_masked(const std::string& name, const Shape& input, in
 
     // Running statistics: kept channels as the reference, dropped channels untouched.
     const auto sa = a->state_dict(), sb = b->state_dict();
-    size_t l = 0;
     int checked = 0;
     for (const auto& layer : layers) {
         if (!layer.masked) continue;
@@ -165,18 +177,17 @@ void check_compact_equals_masked(const std::string& name, const Shape& input, in
         else bn.replace(bn.rfind("conv"), 4, "bn");
         const Tensor ma = sa.at(bn + ".running_mean"), mb = sb.at(bn + ".running_mean");
         const std::vector<float> va = ma.to_vector(), vb = mb.to_vector();
-        const auto& kept = plan.kept[l];
+        const auto& kept = plan.at(layer.name);
         for (int64_t c : kept) CHECK(std::fabs(va[c] - vb[c]) <= 1e-5 * std::max(1.0f, std::fabs(vb[c])));
         const std::vector<float>& v0 = before.at(bn + ".running_mean");
         for (int64_t c = 0; c < layer.channels; ++c)
             if (!std::binary_search(kept.begin(), kept.end(), c)) CHECK(va[c] == v0[c]);
         ++checked;
-        ++l;
     }
     CHECK(checked > 0);
     // The cost of a half-width plan is well below dense.
-    CHECK(a->last_cost().ratio() < 0.6);
-    CHECK(a->last_cost().ratio() > 0.05);
+    CHECK(cost.ratio() < 0.6);
+    CHECK(cost.ratio() > 0.05);
 }
 
 }  // namespace
@@ -219,15 +230,22 @@ TEST_CASE("channel plan: a dense plan is bit-identical to dense execution (resne
     auto b = models::make_model("resnet20", 10, gen);
     b->load_state_dict(a->state_dict());
     auto& p = models::channel_prunable(*a);
-    p.set_channel_plan(std::make_shared<ChannelPlan>(ChannelPlan::dense(p.scored_layers())));
+    const ChannelPlan plan = ChannelPlan::dense(p.scored_layers());
     const Tensor x = Tensor::randn({2, 3, 32, 32}, gen);
-    const Tensor ya = (*a)(x), yb = (*b)(x);
+    Tensor ya;
+    double ratio = 0;
+    {
+        nn::ChannelSubsetScope compact(plan);
+        ya = (*a)(x);
+        ratio = compact.cost().ratio();
+    }
+    const Tensor yb = (*b)(x);
     CHECK(ya.to_vector() == yb.to_vector());
     sum(ya).backward();
     sum(yb).backward();
     const auto pa = a->named_parameters(), pb = b->named_parameters();
     for (size_t i = 0; i < pa.size(); ++i) CHECK(pa[i].second.grad().to_vector() == pb[i].second.grad().to_vector());
-    CHECK(p.last_cost().ratio() == 1.0);
+    CHECK(ratio == 1.0);
 }
 
 TEST_CASE("channel plan: compact == dense with zeroed channels, forward and all gradients (resnet20, option A)") {
@@ -257,7 +275,7 @@ TEST_CASE("channel plan: extract() is a physically smaller dense model equal to 
         auto& p = models::channel_prunable(*model);
         const ChannelPlan plan = random_plan(p.scored_layers(), 0.5, gen);
         // one train-mode compact pass so the running statistics are not the fresh ones
-        p.set_channel_plan(std::make_shared<ChannelPlan>(plan));
+        nn::ChannelSubsetScope compact(plan);
         (*model)(Tensor::randn({4, 3, 32, 32}, gen));
         model->eval();
         const auto sub = p.extract(plan);
@@ -269,9 +287,94 @@ TEST_CASE("channel plan: extract() is a physically smaller dense model equal to 
         NoGradGuard no_grad;
         const Tensor x = Tensor::randn({3, 3, 32, 32}, gen);
         const Tensor y_compact = (*model)(x);
-        check_close((*rebuilt)(x), y_compact, "extracted vs compact", 1e-5);
+        Tensor y_rebuilt;
+        {
+            const ChannelPlan none{};   // the rebuilt model shares the module paths: run it with no subsets
+            nn::ChannelSubsetScope dense(none);
+            y_rebuilt = (*rebuilt)(x);
+        }
+        check_close(y_rebuilt, y_compact, "extracted vs compact", 1e-5);
     }
     Generator gen(0);
     CHECK_THROWS_AS(models::make_model("resnet32x2", 10, gen, {.widths = {1, 2, 3}}), Error);
     CHECK_THROWS_AS(models::make_model("mlp", 10, gen, {.widths = {4}}), Error);
+}
+
+namespace {
+// Packs every item dense, as the default policy does, and records where each came from: (module path, op).
+struct RecordingPolicy final : SavePolicy {
+    std::string name() const override { return "recording"; }
+    std::unique_ptr<SavedTensor> pack(const Tensor& t, const SaveSite& site) const override {
+        sites.emplace_back(std::string(site.module_path), std::string(site.op));
+        return DenseSavePolicy().pack(t, site);
+    }
+    mutable std::vector<std::pair<std::string, std::string>> sites;
+};
+}  // namespace
+
+TEST_CASE("channel plan: a compact pass keeps the module seam -- tape attribution by module path as dense, "
+          "per-module save policies and forward observers apply (resnet32x2)") {
+    Generator gen(9);
+    auto model = models::make_model("resnet32x2", 10, gen);
+    auto& net = static_cast<models::CifarResNet&>(*model);
+    const ChannelPlan plan = random_plan(models::channel_prunable(*model).scored_layers(), 0.5, gen);
+    for (const auto& layer : models::channel_prunable(*model).scored_layers())
+        REQUIRE(!plan.at(layer.name).empty());   // every layer runs, so every module saves something
+    const Tensor x = Tensor::randn({2, 3, 32, 32}, gen);
+    const Tensor labels = Tensor::from_vector_i64({2}, {3, 7});
+
+    // One forward (compact or dense) + backward; the live tape's records right after the forward.
+    auto pass = [&](bool compact) {
+        Tensor loss;
+        {
+            std::optional<nn::ChannelSubsetScope> scope;
+            if (compact) scope.emplace(plan);
+            loss = cross_entropy((*model)(x), labels);
+        }
+        const std::vector<SavedRecord> records = current_tape().records();
+        loss.backward();
+        model->zero_grad();
+        return records;
+    };
+    auto paths = [](const std::vector<SavedRecord>& records) {
+        std::set<std::string> out;
+        for (const auto& r : records) out.insert(r.module_path);
+        return out;
+    };
+    const auto dense = pass(false), compact = pass(true);
+    CHECK(paths(dense).count("layer1.0.conv1") == 1);
+    CHECK(paths(dense).count("layer2.0.shortcut.0") == 1);
+    CHECK(paths(compact) == paths(dense));   // the same modules hold the same share of the tape
+    // the compact conv saved its compact input: the stem's kept channels, not the full width
+    bool found = false;
+    for (const auto& r : compact)
+        if (r.module_path == "layer1.0.conv1" && r.op == "conv2d" && r.name == "x") {
+            found = true;
+            CHECK(r.shape == Shape{2, static_cast<int64_t>(plan.at("conv1").size()), 32, 32});
+        }
+    CHECK(found);
+
+    // A per-module save policy (Module::set_save_policy) applies to what the module saves in compact mode, and only
+    // to that.
+    auto policy = std::make_shared<RecordingPolicy>();
+    auto& block = static_cast<models::BasicBlock&>(*net.layer1->named_children()[0].second);
+    block.conv1->set_save_policy(policy);
+    {
+        std::vector<std::pair<std::string, int64_t>> seen;   // forward observer: (path, output channels)
+        nn::ForwardObserverGuard observe([&](const nn::Module&, const std::string& path, const Tensor&, const Tensor& y) {
+            seen.emplace_back(path, y.dim() > 1 ? y.size(1) : 0);
+        });
+        pass(true);
+        const auto kept = static_cast<int64_t>(plan.at("layer1.0.conv1").size());
+        CHECK(std::find(seen.begin(), seen.end(), std::pair<std::string, int64_t>{"layer1.0.conv1", kept}) != seen.end());
+        CHECK(std::find(seen.begin(), seen.end(), std::pair<std::string, int64_t>{"layer1.0.bn1", kept}) != seen.end());
+    }
+    block.conv1->set_save_policy(nullptr);
+    REQUIRE(!policy->sites.empty());
+    bool conv_saved = false;
+    for (const auto& [path, op] : policy->sites) {
+        CHECK(path == "layer1.0.conv1");
+        conv_saved |= op == "conv2d";
+    }
+    CHECK(conv_saved);
 }
