@@ -147,6 +147,16 @@ void check_not_legacy(std::string_view head, const std::string& source) {
                         "hint: ", resave_hint(source)));
 }
 
+// The first bytes of a file (as many as the legacy magic number has), to tell the formats apart.
+std::string file_head(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(fmt(path, ": cannot open for reading (", std::strerror(errno), "); hint: check the path"));
+    std::string head(sizeof kLegacyMagic - 1, '\0');
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    head.resize(static_cast<size_t>(in.gcount()));
+    return head;
+}
+
 }  // namespace
 
 bool looks_like_zip(std::string_view bytes) { return bytes.substr(0, 4) == std::string_view("PK\x03\x04", 4); }
@@ -173,11 +183,7 @@ SafeTensors parse_pytorch(const std::string& bytes, const std::string& source) {
 }
 
 SafeTensors load_pytorch(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(fmt(path, ": cannot open for reading (", std::strerror(errno), "); hint: check the path"));
-    char head[sizeof kLegacyMagic] = {};
-    in.read(head, sizeof head);
-    const std::string_view start(head, static_cast<size_t>(in.gcount()));
+    const std::string start = file_head(path);
     check_not_legacy(start, path);
     if (!looks_like_zip(start))
         throw Error(fmt(path, ": not a zip archive, so not a torch.save file; hint: razor reads .pth/.pt/.bin files "
@@ -196,11 +202,7 @@ SafeTensors load_pytorch(const std::string& path) {
 }
 
 SafeTensors load_weights_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(fmt(path, ": cannot open for reading (", std::strerror(errno), "); hint: check the path"));
-    char head[sizeof kLegacyMagic] = {};
-    in.read(head, sizeof head);
-    const std::string_view start(head, static_cast<size_t>(in.gcount()));
+    const std::string start = file_head(path);
     if (looks_like_zip(start) || start.substr(0, 2) == std::string_view("\x80\x02", 2)) return load_pytorch(path);
     return load_safetensors(path);
 }

@@ -28,51 +28,53 @@ std::optional<std::string> swap_prefix(const std::string& key, const std::string
 
 std::string vit_layer(const std::string& index) { return "encoder.layers.encoder_layer_" + index + "."; }
 
-// timm's VisionTransformer -> torchvision's.
-std::string from_timm(std::string key) {
-    static const std::vector<std::pair<std::string, std::string>> top = {
-        {"cls_token", "class_token"}, {"pos_embed", "encoder.pos_embedding"}, {"patch_embed.proj.", "conv_proj."},
-        {"norm.", "encoder.ln."},     {"head.", "heads.head."}};
-    static const std::vector<std::pair<std::string, std::string>> block = {
-        {"norm1.", "ln_1."},
-        {"attn.qkv.weight", "self_attention.in_proj_weight"},
-        {"attn.qkv.bias", "self_attention.in_proj_bias"},
-        {"attn.proj.", "self_attention.out_proj."},
-        {"norm2.", "ln_2."},
-        {"mlp.fc1.", "mlp.0."},
-        {"mlp.fc2.", "mlp.3."}};
-    if (auto b = indexed(key, "blocks."))
-        for (const auto& [from, to] : block)
-            if (auto renamed = swap_prefix(b->second, from, to)) return vit_layer(b->first) + *renamed;
-    for (const auto& [from, to] : top)
-        if (auto renamed = swap_prefix(key, from, to)) return *renamed;
-    return key;
-}
+using Rules = std::vector<std::pair<std::string, std::string>>;   // (old prefix, new prefix), first match wins
 
-// Hugging Face's ViT -> torchvision's; q/k/v pieces are returned as "<layer>.qkv.<q|k|v>.<weight|bias>" for stacking.
-std::string from_huggingface(std::string key) {
-    if (auto k = swap_prefix(key, "vit.", "")) key = *k;
-    static const std::vector<std::pair<std::string, std::string>> top = {
-        {"embeddings.cls_token", "class_token"},
-        {"embeddings.position_embeddings", "encoder.pos_embedding"},
-        {"embeddings.patch_embeddings.projection.", "conv_proj."},
-        {"layernorm.", "encoder.ln."},
-        {"classifier.", "heads.head."}};
-    static const std::vector<std::pair<std::string, std::string>> layer = {
-        {"layernorm_before.", "ln_1."},
-        {"attention.attention.query.", "qkv.q."},
-        {"attention.attention.key.", "qkv.k."},
-        {"attention.attention.value.", "qkv.v."},
-        {"attention.output.dense.", "self_attention.out_proj."},
-        {"layernorm_after.", "ln_2."},
-        {"intermediate.dense.", "mlp.0."},
-        {"output.dense.", "mlp.3."}};
-    if (auto l = indexed(key, "encoder.layer."))
+// `key` renamed by the first rule whose prefix it starts with: `layer` rules for "<layers>N.rest" keys (the rest
+// renamed, N kept as torchvision's encoder_layer_N), else the `top` rules; unmatched keys stay as they are.
+std::string rename(const std::string& key, const std::string& layers, const Rules& layer, const Rules& top) {
+    if (auto l = indexed(key, layers))
         for (const auto& [from, to] : layer)
             if (auto renamed = swap_prefix(l->second, from, to)) return vit_layer(l->first) + *renamed;
     for (const auto& [from, to] : top)
         if (auto renamed = swap_prefix(key, from, to)) return *renamed;
     return key;
+}
+
+// timm's VisionTransformer -> torchvision's.
+std::string from_timm(std::string key) {
+    static const Rules top = {{"cls_token", "class_token"},
+                              {"pos_embed", "encoder.pos_embedding"},
+                              {"patch_embed.proj.", "conv_proj."},
+                              {"norm.", "encoder.ln."},
+                              {"head.", "heads.head."}};
+    static const Rules block = {{"norm1.", "ln_1."},
+                                {"attn.qkv.weight", "self_attention.in_proj_weight"},
+                                {"attn.qkv.bias", "self_attention.in_proj_bias"},
+                                {"attn.proj.", "self_attention.out_proj."},
+                                {"norm2.", "ln_2."},
+                                {"mlp.fc1.", "mlp.0."},
+                                {"mlp.fc2.", "mlp.3."}};
+    return rename(key, "blocks.", block, top);
+}
+
+// Hugging Face's ViT -> torchvision's; q/k/v pieces are returned as "<layer>.qkv.<q|k|v>.<weight|bias>" for stacking.
+std::string from_huggingface(std::string key) {
+    if (auto k = swap_prefix(key, "vit.", "")) key = *k;
+    static const Rules top = {{"embeddings.cls_token", "class_token"},
+                              {"embeddings.position_embeddings", "encoder.pos_embedding"},
+                              {"embeddings.patch_embeddings.projection.", "conv_proj."},
+                              {"layernorm.", "encoder.ln."},
+                              {"classifier.", "heads.head."}};
+    static const Rules layer = {{"layernorm_before.", "ln_1."},
+                                {"attention.attention.query.", "qkv.q."},
+                                {"attention.attention.key.", "qkv.k."},
+                                {"attention.attention.value.", "qkv.v."},
+                                {"attention.output.dense.", "self_attention.out_proj."},
+                                {"layernorm_after.", "ln_2."},
+                                {"intermediate.dense.", "mlp.0."},
+                                {"output.dense.", "mlp.3."}};
+    return rename(key, "encoder.layer.", layer, top);
 }
 
 // Stacks "<layer>qkv.{q,k,v}.{weight,bias}" into "<layer>self_attention.in_proj_{weight,bias}" (rows q, then k, v).

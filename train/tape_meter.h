@@ -4,7 +4,7 @@
 // peak (stored bytes and their dense-equivalent) is read when it ends. docs: docs/back-razor.md.
 #pragma once
 
-#include "core/saved.h"
+#include "core/tape.h"
 
 namespace razor::train {
 

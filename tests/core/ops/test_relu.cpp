@@ -22,14 +22,19 @@ TEST_CASE("relu: saves a 1-bit mask, not the tensor") {
     CHECK(current_tape().live().stored_bytes == 0);
 }
 
-TEST_CASE("relu: matches PyTorch") {
-    SafeTensors fx = load_fixture("relu");
+namespace {
+// The op on the fixture's x, its output and its gradient for the fixture's upstream gradient, exactly.
+void check_fixture(const std::string& name, Tensor (*op)(const Tensor&)) {
+    SafeTensors fx = load_fixture(name);
     Tensor x = leaf(fx.tensors.at("x"));
-    Tensor y = relu(x);
-    check_close(y, fx.tensors.at("out"), 0, 0, "relu forward");
+    Tensor y = op(x);
+    check_close(y, fx.tensors.at("out"), 0, 0, name + " forward");
     y.backward(fx.tensors.at("grad_out"));
-    check_close(x.grad(), fx.tensors.at("grad_x"), 0, 0, "relu grad");
+    check_close(x.grad(), fx.tensors.at("grad_x"), 0, 0, name + " grad");
 }
+}  // namespace
+
+TEST_CASE("relu: matches PyTorch") { check_fixture("relu", relu); }
 
 TEST_CASE("relu6: gradcheck away from 0 and 6; saves a 1-bit mask; matches PyTorch") {
     Tensor x = away_from(leaf(Tensor::from_vector({3, 37}, [] {   // 111 elements over [-3, 9): a partial mask word
@@ -46,12 +51,7 @@ TEST_CASE("relu6: gradcheck away from 0 and 6; saves a 1-bit mask; matches PyTor
     y.backward(Tensor::ones(y.shape()));
     CHECK(current_tape().live().stored_bytes == 0);
 
-    SafeTensors fx = load_fixture("relu6");
-    Tensor xf = leaf(fx.tensors.at("x"));
-    Tensor yf = relu6(xf);
-    check_close(yf, fx.tensors.at("out"), 0, 0, "relu6 forward");
-    yf.backward(fx.tensors.at("grad_out"));
-    check_close(xf.grad(), fx.tensors.at("grad_x"), 0, 0, "relu6 grad");
+    check_fixture("relu6", relu6);
 }
 
 TEST_CASE("add_relu: gradcheck away from 0, both inputs") {
