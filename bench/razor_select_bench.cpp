@@ -1,6 +1,6 @@
 // bench/razor_select_bench.cpp -- what Back Razor's select + pack costs on the conv inputs of one ResNet-20 step.
 //
-// docs: docs/back-razor.md "Measured cost" (spec: shared/docs/back-razor.md §10; shared/docs/baselines.md §7).
+// docs: docs/back-razor.md "Measured cost".
 //
 // Workload: the 19 distinct conv inputs of a ResNet-20 (16/32/64, 1x1 projection shortcuts, which read the same
 // tensor as their block's conv1 and are deduplicated by the policy) at batch 128: 187,392 floats per image,

@@ -1,7 +1,7 @@
 // sparse/dense_coded.h -- a saved activation stored dense but in fewer bits: fp16, or per-sample int8.
 //
 // reference: the BackRazor_Neurips22 ViT's GELU, which saves its input dense in half precision (x.half()).
-// docs: docs/back-razor.md "GELU input" (spec: shared/docs/back-razor.md §5.1, §6).
+// docs: docs/back-razor.md "GELU input".
 //
 // Dimension letters: x (B, ...) viewed as (B, n_s), as the masker.
 //

@@ -1,7 +1,7 @@
 // sparse/masker.h -- Back Razor's masker: per-sample top-k by magnitude, selected and packed in one fused pass.
 //
 // reference: the BackRazor_Neurips22 masker (per-sample k-th value of |x|, keep |x| >= it), with razor's exact-count
-// tie rule. docs: docs/back-razor.md "The masker" (spec: shared/docs/back-razor.md §3, §10).
+// tie rule. docs: docs/back-razor.md "The masker".
 //
 // Dimension letters: a tensor x of shape (B, ...) is viewed as (B, n_s): B samples (dimension 0), n_s elements per
 // sample (everything else). Selection is per sample, over the whole sample, never per row or channel.

@@ -1,7 +1,7 @@
 // sparse/razor_policy.h -- Back Razor as a save policy of razor's tape.
 //
 // reference: BackRazor_Neurips22 (Linear/Conv/MatMul/LayerNorm "Sparse" modules) and BackRazor_Seg (razored BN
-// inputs). docs: docs/back-razor.md (spec: shared/docs/back-razor.md §2, §5).
+// inputs). docs: docs/back-razor.md.
 //
 // The forward stays dense and exact; this policy only changes what the tape keeps. Under
 //

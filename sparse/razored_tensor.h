@@ -1,7 +1,7 @@
 // sparse/razored_tensor.h -- a saved activation stored "razored": per-sample top-k, as bitmap + packed values.
 //
 // reference: the BackRazor_Neurips22 saved-tensor format (bitmap + values gathered by the mask), re-laid out for
-// parallel CPU packing. docs: docs/back-razor.md "Layout" (spec: shared/docs/back-razor.md §4).
+// parallel CPU packing. docs: docs/back-razor.md "Layout".
 //
 // Dimension letters: x (B, ...) viewed as (B, n_s) (masker.h); W = ceil(n_s / 64) bitmap words per sample;
 // count_b = values kept for sample b.

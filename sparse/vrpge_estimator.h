@@ -1,7 +1,7 @@
 // sparse/vrpge_estimator.h -- the VR-PGE structure gradient: K = 2 sampled masks, leave-one-out baseline.
 //
 // reference: the official VRPGE code (trainers/default.py: s.grad += Σ_k (L_k − L̄) g⁽ᵏ⁾; utils/conv_type.py: g).
-// docs: docs/vr-pge.md §3 (spec: shared/docs/vr-pge.md §4).
+// docs: docs/vr-pge.md §3.
 //
 // With two masks m⁽¹⁾, m⁽²⁾ drawn independently from Bernoulli(s), evaluated on the SAME minibatch with full mean
 // losses L₁, L₂ (not the halved losses the weight backward uses), per channel c:

@@ -2,7 +2,7 @@
 //   S = { s : 0 ≤ s ≤ 1, Σ s ≤ K }          K = ρ·n, the sum taken over ALL masked channels of the network.
 //
 // reference: the official VRPGE code (the bisection after every optimiser step; ProbMask's is identical).
-// docs: docs/vr-pge.md §4 (spec: shared/docs/vr-pge.md §5).
+// docs: docs/vr-pge.md §4.
 //
 // From the KKT conditions, P_S(z) = clip(z − v*, 0, 1) with ONE scalar shift v* for every layer:
 //   v* = 0                         if Σ clip(z, 0, 1) ≤ K      (slack budget: the projection is a plain clip)

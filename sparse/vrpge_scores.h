@@ -2,7 +2,7 @@
 // layer, and the per-pass Bernoulli sampler that turns them into channel masks m and kept-index lists.
 //
 // reference: the official VRPGE code (utils/conv_type.py, the `scores` of each masked conv and its sampler).
-// docs: docs/vr-pge.md §1-§2 (spec: shared/docs/vr-pge.md §1-§3, §4.3, §4.6).
+// docs: docs/vr-pge.md §1-§2.
 //
 // Notation as the paper: m is the 0/1 mask, s the keep probabilities (m_c ~ Bernoulli(s_c)); never the other way.
 //

@@ -77,7 +77,8 @@ DataSplits load_splits(const std::string& command, const std::string& dataset, c
     if (dir.empty() && dataset == "fashion-mnist") dir = data::kFashionMnistDir;
     if (dir.empty())
         throw Error(fmt(command, ": --data is required for --dataset ", dataset,
-                        "; hint: --data ../shared/datasets/cifar10 (the folder holding data_batch_1.bin)"));
+                        "; hint: --data DIR, the folder holding data_batch_1.bin (CIFAR-10's binary version, "
+                        "cifar-10-batches-bin)"));
     if (!fs::is_directory(dir))
         throw Error(fmt(command, ": --data ", dir, " is not a folder (--dataset ", dataset,
                         "); hint: pass the folder that holds the dataset's files"));
