@@ -152,7 +152,7 @@ TEST_CASE("checkpoint: a consistent pair, switched atomically; last.old is the f
     CHECK_THROWS_WITH_AS(train::open_checkpoint(tmp / "other/last/model.safetensors"), Contains("is a file"), Error);
 }
 
-TEST_CASE("razor train: 2 epochs == 1 epoch + resume + 1 epoch, bit for bit; eval agrees; outputs") {
+TEST_CASE("razor train: 2 epochs == 1 epoch + resume + 1 epoch, bit for bit; eval agrees; outputs" * doctest::test_suite("cli-run")) {
     test::TempDir tmp("resume");
     const std::string d = tmp / "cifar";
     test::write_fake_cifar10(d, 8, 20);
@@ -229,7 +229,7 @@ TEST_CASE("razor train: 2 epochs == 1 epoch + resume + 1 epoch, bit for bit; eva
     CHECK_THROWS_WITH_AS(test::run_command(apps::run_eval, {"--data", d}), Contains("--checkpoint is required"), Error);
 }
 
-TEST_CASE("razor train: a non-finite loss stops the run, naming epoch and step, and leaves last/ intact") {
+TEST_CASE("razor train: a non-finite loss stops the run, naming epoch and step, and leaves last/ intact" * doctest::test_suite("cli-run")) {
     test::TempDir tmp("nan");
     const std::string d = tmp / "cifar";
     test::write_fake_cifar10(d, 4, 10);

@@ -336,7 +336,7 @@ TEST_CASE("crash safety: razor train, 30 SIGKILLs and resumes" * doctest::test_s
 }
 
 TEST_CASE("crash safety: razor sparse-train SIGKILLed at random moments in phase A, the selection or phase B and "
-          "resumed reproduces its log and checkpoint bit for bit") {
+          "resumed reproduces its log and checkpoint bit for bit" * doctest::test_suite("cli-run")) {
     kill_and_resume_sparse(3, 3);
 }
 

@@ -60,7 +60,7 @@ const char* kVehicles = "airplane,automobile,ship,truck";
 
 }  // namespace
 
-TEST_CASE("razor finetune: backbone loaded, new head for the new classes, frozen BN, razor tape; resume; errors") {
+TEST_CASE("razor finetune: backbone loaded, new head for the new classes, frozen BN, razor tape; resume; errors" * doctest::test_suite("cli-run")) {
     test::TempDir tmp("finetune");
     const std::string d = tmp / "cifar", pre = tmp / "pre";
     test::write_fake_cifar10(d, 8, 20);

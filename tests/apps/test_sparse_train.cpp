@@ -108,7 +108,7 @@ TEST_CASE("VrpgeTrainer on resnet20: one compact iteration -- w.grad is the two-
 }
 
 TEST_CASE("razor sparse-train: phase A, selection, fine-tune, export; razor eval and a strict razor load of the "
-          "exported smaller model") {
+          "exported smaller model" * doctest::test_suite("cli-run")) {
     test::TempDir tmp("sparse_train");
     const std::string d = tmp / "cifar", out = tmp / "run";
     test::write_fake_cifar10(d, 8, 20);
@@ -169,7 +169,7 @@ TEST_CASE("razor sparse-train: phase A, selection, fine-tune, export; razor eval
                          Contains("cannot run compact channel subsets"), Error);
 }
 
-TEST_CASE("razor sparse-train --estimator pge: the vanilla ablation is labelled and changes only s's update") {
+TEST_CASE("razor sparse-train --estimator pge: the vanilla ablation is labelled and changes only s's update" * doctest::test_suite("cli-run")) {
     test::TempDir tmp("sparse_pge");
     const std::string d = tmp / "cifar";
     test::write_fake_cifar10(d, 8, 20);
