@@ -116,28 +116,26 @@ Tape& SavedContext::tape() {
 void SavedContext::save(const std::string& name, const Tensor& t, SaveRole role) {
     RAZOR_CHECK(t.defined()) << op_ << ": saving undefined tensor '" << name << "'";
     SaveSite site{op_, module_path_, name, role};
-    save_stored(name, tape().save_policy().pack(t, site), role);
+    add_item(name, tape().save_policy().pack(t, site), role, role == SaveRole::Parameter ? nullptr : t.storage());
 }
 
 void SavedContext::save_mask(const std::string& name, BitMask bits, const Shape& shape) {
-    save_stored(name, std::make_unique<MaskSaved>(std::move(bits), shape), SaveRole::Mask);
+    add_item(name, std::make_unique<MaskSaved>(std::move(bits), shape), SaveRole::Mask, nullptr);
 }
 
-void SavedContext::save_stored(const std::string& name, std::unique_ptr<SavedTensor> stored, SaveRole role) {
+void SavedContext::add_item(const std::string& name, std::unique_ptr<SavedTensor> stored, SaveRole role,
+                            const std::shared_ptr<Storage>& source) {
     RAZOR_CHECK(!released_) << op_ << ": save after release";
     RAZOR_CHECK(!has(name)) << op_ << ": '" << name << "' saved twice";
     const SaveKind kind = save_kind(role);
-    SavedRecord record{0,
-                       op_,
-                       module_path_,
-                       name,
-                       kind,
-                       stored->format(),
-                       stored->shape(),
-                       stored->stored_bytes(),
-                       kind == SaveKind::Parameter ? 0 : stored->dense_bytes(),
-                       role};
-    const uint64_t id = tape().add(std::move(record), stored->shared_storage());
+    // The dense-equivalent is what DenseSavePolicy would store: a reference to the whole storage (DenseSaved), or
+    // for a mask the same bits; parameters are held by the model anyway.
+    const int64_t dense = kind == SaveKind::Parameter ? 0
+                          : source                    ? static_cast<int64_t>(source->bytes)
+                                                      : stored->stored_bytes();
+    SavedRecord record{0, op_, module_path_, name, kind, stored->format(), stored->shape(), stored->stored_bytes(),
+                       dense, role};
+    const uint64_t id = tape().add(std::move(record), stored->shared_storage(), source);
     items_.push_back(Item{name, role, std::move(stored), id});
 }
 
@@ -169,19 +167,6 @@ void SavedContext::release() {
     items_.clear();
     tape_.reset();
     released_ = true;
-}
-
-int64_t SavedContext::stored_bytes() const {
-    int64_t total = 0;
-    for (const Item& item : items_) total += item.stored->stored_bytes();
-    return total;
-}
-
-int64_t SavedContext::dense_bytes() const {
-    int64_t total = 0;
-    for (const Item& item : items_)
-        if (item.role != SaveRole::Parameter) total += item.stored->dense_bytes();
-    return total;
 }
 
 }  // namespace razor

@@ -163,7 +163,7 @@ private:
     bool counted_;          // false for parameters (held by the model anyway)
 };
 
-// A 0/1 mask at 1 bit per element. Unpacks to F32 0/1. Dense-equivalent: the fp32 tensor PyTorch would keep.
+// A 0/1 mask at 1 bit per element. Unpacks to F32 0/1. razor's dense tape keeps masks in this form too.
 class MaskSaved final : public SavedTensor {
 public:
     MaskSaved(BitMask bits, Shape shape);
@@ -218,7 +218,6 @@ public:
     // tape on release, from whichever thread and whenever that happens.
     void save(const std::string& name, const Tensor& t, SaveRole role);   // through the tape's save policy
     void save_mask(const std::string& name, BitMask bits, const Shape& shape);   // role Mask
-    void save_stored(const std::string& name, std::unique_ptr<SavedTensor> stored, SaveRole role);
 
     Tensor unpack(const std::string& name) const;       // dense transient
     const SavedTensor& saved(const std::string& name) const;
@@ -227,8 +226,6 @@ public:
 
     void release();                  // destroy every stored form; called right after the node's backward
     bool released() const { return released_; }
-    int64_t stored_bytes() const;
-    int64_t dense_bytes() const;
 
 private:
     struct Item {
@@ -238,6 +235,10 @@ private:
         uint64_t record_id;
     };
     const Item& find(const std::string& name) const;
+    // Records `stored` on the tape. `source`: the saved tensor's storage (null for a mask), whose bytes are the
+    // item's dense-equivalent; a mask's dense-equivalent is its own bits.
+    void add_item(const std::string& name, std::unique_ptr<SavedTensor> stored, SaveRole role,
+                  const std::shared_ptr<Storage>& source);
     Tape& tape();   // the tape this context saves into (bound on the first save)
 
     std::string op_;

@@ -27,6 +27,10 @@ struct Tape::Accounts {
     std::map<uint64_t, SavedRecord> records;               // ordered by id = save order
     std::unordered_map<uint64_t, const Storage*> shared_of;
     std::unordered_map<const Storage*, int> storage_refs;  // dedupe: a storage saved by several nodes counts once
+    // the same for the dense-equivalent, by the saved tensor's storage (owner_less: by control block, which the
+    // weak reference keeps allocated)
+    std::unordered_map<uint64_t, std::weak_ptr<Storage>> source_of;
+    std::map<std::weak_ptr<Storage>, int, std::owner_less<std::weak_ptr<Storage>>> source_refs;
     TapeTotals live;
     TapeTotals peak;
 };
@@ -35,7 +39,7 @@ Tape::Tape(std::shared_ptr<const SavePolicy> base)
     : accounts_(std::make_unique<Accounts>()), base_policy_(std::move(base)), owner_(std::this_thread::get_id()) {}
 Tape::~Tape() = default;
 
-uint64_t Tape::add(SavedRecord record, const Storage* shared) {
+uint64_t Tape::add(SavedRecord record, const Storage* shared, const std::shared_ptr<Storage>& source) {
     sync();
     Accounts& s = *accounts_;
     record.id = s.next_id++;
@@ -43,12 +47,16 @@ uint64_t Tape::add(SavedRecord record, const Storage* shared) {
         if (s.storage_refs[shared]++ > 0) record.stored_bytes = 0;   // already counted by an earlier save
         s.shared_of[record.id] = shared;
     }
+    if (source) {
+        std::weak_ptr<Storage> weak = source;
+        if (s.source_refs[weak]++ > 0) record.dense_bytes = 0;   // the dense tape would share that storage
+        s.source_of.emplace(record.id, std::move(weak));
+    }
     s.live.stored_bytes += record.stored_bytes;
     s.live.dense_bytes += record.dense_bytes;
     s.live.items += 1;
-    if (s.live.stored_bytes > s.peak.stored_bytes ||
-        (s.live.stored_bytes == s.peak.stored_bytes && s.live.dense_bytes > s.peak.dense_bytes))
-        s.peak = s.live;
+    if (s.live.stored_bytes > s.peak.stored_bytes) s.peak.stored_bytes = s.live.stored_bytes, s.peak.items = s.live.items;
+    s.peak.dense_bytes = std::max(s.peak.dense_bytes, s.live.dense_bytes);
     const uint64_t id = record.id;
     s.records.emplace(id, std::move(record));
     return id;
@@ -96,6 +104,22 @@ void Tape::apply_remove(uint64_t id) const {
                 if (other_storage != storage) continue;
                 s.records[other_id].stored_bytes = r.stored_bytes;
                 s.live.stored_bytes += r.stored_bytes;
+                break;
+            }
+        }
+    }
+    if (auto so = s.source_of.find(id); so != s.source_of.end()) {
+        const std::weak_ptr<Storage> source = std::move(so->second);
+        s.source_of.erase(so);
+        auto refs = s.source_refs.find(source);
+        if (--refs->second == 0) {
+            s.source_refs.erase(refs);
+        } else if (r.dense_bytes > 0) {   // as above: another live item now carries the source's dense bytes
+            const std::owner_less<std::weak_ptr<Storage>> less;
+            for (auto& [other_id, other_source] : s.source_of) {
+                if (less(other_source, source) || less(source, other_source)) continue;
+                s.records[other_id].dense_bytes = r.dense_bytes;
+                s.live.dense_bytes += r.dense_bytes;
                 break;
             }
         }

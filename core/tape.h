@@ -44,14 +44,19 @@ struct SavedRecord {
     std::string format;
     Shape shape;
     int64_t stored_bytes;    // what this item holds itself (0 if its storage was already counted)
-    int64_t dense_bytes;     // what a dense fp32 tape would hold for it (0 for parameters)
+    // What razor's dense tape (DenseSavePolicy) would hold for it, deduplicated the same way: the saved tensor's
+    // storage, counted once however many items saved it (0 if an earlier live item did; 0 for parameters); a mask's
+    // own bits (the dense tape keeps masks as bits too).
+    int64_t dense_bytes;
     SaveRole role = SaveRole::Parameter;   // what the item is for (kind == save_kind(role) for saved items)
 };
 
+// In a peak, stored_bytes and dense_bytes are each their own maximum (they may peak at different moments): the dense
+// peak is what the same steps would have peaked at with a dense tape.
 struct TapeTotals {
     int64_t stored_bytes = 0;
     int64_t dense_bytes = 0;
-    int64_t items = 0;
+    int64_t items = 0;   // at the stored peak
 };
 
 // Shared by handle (std::shared_ptr: TapeScope, SavedContext), never copied.
@@ -65,7 +70,7 @@ public:
 
     // ---- accounting: the bytes this tape holds right now, and their peak
     TapeTotals live() const;
-    TapeTotals peak() const;             // highest stored_bytes since reset_peak (with its dense bytes)
+    TapeTotals peak() const;             // highest stored_bytes and highest dense_bytes since reset_peak
     void reset_peak();                   // peak := live
     std::vector<SavedRecord> records() const;   // live records in save order
     // A table of the live records grouped by module path and op: items, stored, dense-equivalent, ratio.
@@ -78,7 +83,11 @@ public:
     void pop_save_policy();
 
     // ---- used by SavedContext
-    uint64_t add(SavedRecord record, const Storage* shared);   // on the tape's thread; returns the record id
+    // On the tape's thread; returns the record id. `shared`: the storage the stored form keeps alive, counted once
+    // in stored bytes; `source`: the storage of the tensor that was saved (null for masks), counted once in dense
+    // bytes. The tape keeps only a weak reference to the source, which also keeps its address from being reused
+    // while the record lives, so a compressed item's freed source is never mistaken for a new tensor.
+    uint64_t add(SavedRecord record, const Storage* shared, const std::shared_ptr<Storage>& source);
     void remove(uint64_t id);            // from any thread: queued when not on the tape's thread
 
 private:
