@@ -22,21 +22,7 @@ namespace {
 
 const std::string kDir = std::string(RAZOR_FIXTURE_DIR) + "/pretrained/";
 
-std::string run_ok(int (*command)(const std::vector<std::string>&), const std::vector<std::string>& args) {
-    int rc = -1;
-    std::string error;
-    std::string out = test::capture_stdout([&] {
-        try {
-            rc = test::run_command(command, args);
-        } catch (const std::exception& e) {
-            error = e.what();
-        }
-    });
-    INFO(out);
-    REQUIRE_MESSAGE(error.empty(), error);
-    REQUIRE(rc == 0);
-    return out;
-}
+using test::run_ok;
 
 size_t count(const std::string& s, const std::string& what) {
     size_t n = 0;
