@@ -1,6 +1,7 @@
 // tests/apps/test_pretrained_cli.cpp -- razor finetune --from a torchvision / timm file and razor info --checkpoint,
 // end to end on a tiny fake CIFAR-10 (32 px). The resnet18 run (~5 s: an 11M-parameter model built, trained a step,
-// checkpointed) is in the "slow" suite; the 1-block ViT and the errors are fast. Fixtures: tests/fixtures/pretrained/ (scripts/fixtures/
+// checkpointed) is in the "slow" suite; the 1-block ViT run (~2 s) in "cli-run" (left out under the sanitizers); the
+// errors are fast. Fixtures: tests/fixtures/pretrained/ (scripts/fixtures/
 // make_pretrained_files.py): resnet18_tv.pth (torchvision's resnet18, 6 classes, stored in ~60 KB as strided views),
 // vit_s_16_timm.pth (a 1-block ViT-S/16 at 224 px in timm's names, 5 classes).
 #include <doctest/doctest.h>
@@ -41,7 +42,7 @@ const std::vector<std::string> kTiny = {"--batch", "8", "--epochs", "1", "--step
 }  // namespace
 
 TEST_CASE("razor finetune --from a timm ViT at another image size: model inferred, position embedding resized, head "
-          "re-initialised or loaded; razor info --checkpoint") {
+          "re-initialised or loaded; razor info --checkpoint" * doctest::test_suite("cli-run")) {
     test::TempDir tmp("pretrained_vit");
     const std::string d = tmp / "cifar", vit = kDir + "vit_s_16_timm.pth";
     test::write_fake_cifar10(d, 8, 20);
