@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/check.h"
+#include "models/pretrained.h"
 #include "nn/batchnorm.h"
 #include "nn/linear.h"
 
@@ -44,49 +45,58 @@ std::string classifier_head(const nn::Module& model) {
     return head;
 }
 
+PretrainedModel pretrained_model(const std::string& command, const std::string& source, const std::string& model,
+                                 const train::Checkpoint& checkpoint) {
+    const models::CheckpointArchitecture arch = models::identify_checkpoint(checkpoint.model);
+    auto recorded = checkpoint.model_metadata.find("model");
+    PretrainedModel m{model.empty() && recorded != checkpoint.model_metadata.end() ? recorded->second : model, 0};
+    if (m.name.empty()) {
+        if (arch.model.empty())
+            throw Error(fmt(command, ": --from ", source, " does not record its model, and its keys name no "
+                            "architecture razor knows (", arch.detail, "); hint: pass --model (razor info "
+                            "--checkpoint ", source, " shows what the file holds)"));
+        m.name = arch.model;
+    }
+    if (m.name == arch.model && arch.depth != 12) m.depth = arch.depth;   // a ViT cut to fewer blocks
+    return m;
+}
+
 PretrainedLoad load_pretrained(const std::string& command, const std::string& source, nn::Module& model,
                                const train::Checkpoint& checkpoint) {
     PretrainedLoad r;
     r.head = classifier_head(model);
-    const std::string prefix = r.head.empty() ? "" : r.head + ".";
-    auto is_head = [&](const std::string& key) {
-        return r.head.empty() ? key.find('.') == std::string::npos : key.rfind(prefix, 0) == 0 &&
-                                                                         key.find('.', prefix.size()) == std::string::npos;
-    };
-    std::map<std::string, Tensor> state = model.state_dict();   // the fresh model: the head stays as initialised
-    std::vector<std::string> missing, unexpected, mismatched;
-    for (const auto& [key, t] : checkpoint.model) {
-        if (is_head(key)) {
-            if (key == prefix + "weight") r.source_head_weight = t.shape();
-            continue;
-        }
-        auto it = state.find(key);
-        if (it == state.end()) {
-            unexpected.push_back(key);
-            continue;
-        }
-        if (t.shape() != it->second.shape() || t.dtype() != it->second.dtype()) {
-            mismatched.push_back(fmt(key, " ", shape_str(t.shape()), " vs ", shape_str(it->second.shape())));
-            continue;
-        }
-        it->second = t;
-        ++r.loaded;
-    }
-    for (const auto& [key, t] : state)
-        if (!is_head(key) && !checkpoint.model.count(key)) missing.push_back(key);
-    if (!missing.empty() || !unexpected.empty() || !mismatched.empty()) {
+    const models::FittedState f = models::fit_state(checkpoint.model, model, r.head, fmt(command, ": --from ", source));
+    if (!f.complete()) {
         auto it = checkpoint.model_metadata.find("model");
-        const std::string source_model = it == checkpoint.model_metadata.end() ? "(not recorded)" : it->second;
+        const std::string recorded = it == checkpoint.model_metadata.end() ? "" : it->second;
+        const models::CheckpointArchitecture arch = models::identify_checkpoint(checkpoint.model);
+        const std::string source_model = !recorded.empty() ? recorded : !arch.model.empty() ? arch.model
+                                                                                             : "(not recorded)";
         std::string what;
-        if (!missing.empty()) what += fmt("; missing in the checkpoint: ", listed(missing));
-        if (!unexpected.empty()) what += fmt("; not in the model: ", listed(unexpected));
-        if (!mismatched.empty()) what += fmt("; shape (checkpoint vs model): ", listed(mismatched));
+        if (!f.missing.empty()) what += fmt("; missing in the checkpoint: ", listed(f.missing));
+        if (!f.unexpected.empty()) what += fmt("; not in the model: ", listed(f.unexpected));
+        if (!f.mismatched.empty()) what += fmt("; shape (checkpoint vs model): ", listed(f.mismatched));
         throw Error(fmt(command, ": --from ", source, " does not fit the model apart from its head '", r.head, "'",
                         what, "; hint: the checkpoint's model is ", source_model,
                         ": pass the --model it was trained with (and data of the same image size)"));
     }
+    std::map<std::string, Tensor> state = model.state_dict();   // the fresh model: the head stays as initialised
+    for (const auto& [key, t] : f.state) state[key] = t;
     model.load_state_dict(state);
+    r.loaded = static_cast<int64_t>(f.state.size());
+    r.source_head_weight = f.file_head;
+    r.head_loaded = f.head_fits;
+    r.dialect = f.dialect;
+    r.resized = f.resized;
     return r;
+}
+
+std::string pretrained_lines(const std::string& source, const PretrainedLoad& r, int64_t classes) {
+    std::string s = fmt("from   ", source, ": ", r.loaded, " tensors loaded (", r.dialect, " names",
+                        r.resized.empty() ? "" : "; " + r.resized, ")\n");
+    if (r.head_loaded) return s + fmt("head   '", r.head, "' loaded from the checkpoint (", classes, " classes)\n");
+    return s + fmt("head re-initialised for ", classes, " classes (checkpoint has ",
+                   r.source_head_weight.empty() ? std::string("none") : fmt(r.source_head_weight[0]), ")\n");
 }
 
 int64_t freeze_batchnorm(nn::Module& model) {

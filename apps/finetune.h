@@ -22,18 +22,38 @@ namespace razor::apps {
 // ResNets, "head" in vit_tiny, "classifier" in the VGGs, "fc3" in lenet5). Throws when the model has no Linear.
 std::string classifier_head(const nn::Module& model);
 
+// The model a fine-tuning run builds: `model` (--model) when given, else the one the checkpoint records (razor's
+// own files), else the architecture its keys name (models/pretrained.h: torchvision / timm / Hugging Face files);
+// depth > 0 for a ViT file cut to fewer than 12 blocks. Throws with a hint to pass --model when none can be told.
+struct PretrainedModel {
+    std::string name;
+    int64_t depth = 0;
+};
+PretrainedModel pretrained_model(const std::string& command, const std::string& source, const std::string& model,
+                                 const train::Checkpoint& checkpoint);
+
 struct PretrainedLoad {
-    std::string head;             // the re-initialised head's path
+    std::string head;             // the classifier head's path
     int64_t loaded = 0;           // tensors copied from the checkpoint
-    Shape source_head_weight;     // the checkpoint's head weight shape, (source classes, in)
+    Shape source_head_weight;     // the checkpoint's head weight shape, (source classes, in); empty if it has none
+    bool head_loaded = false;     // the head had the model's shape and was loaded; else it keeps its fresh init
+    std::string dialect;          // the checkpoint's key names: torchvision, timm or huggingface
+    std::string resized;          // a ViT's position embedding resized to the model's grid ("" when not)
 };
 
-// Copies every tensor of `checkpoint.model` into `model` except the classifier head's, which keeps the fresh
-// initialisation `model` was built with (sized to the target classes). Strict for everything else: a key the model
-// lacks, a model key the checkpoint lacks, or a shape that differs is an error listing all of them (at most 8 of
-// each) with a hint naming the checkpoint's model. `command` and `source` (the --from path) prefix the message.
+// Copies `checkpoint.model` into `model`, its keys renamed from timm's or Hugging Face's names and a ViT's position
+// embedding resized to the model's image size (models/pretrained.h). The classifier head loads when its shape is the
+// model's (same class count); otherwise it keeps the fresh initialisation `model` was built with (sized to the
+// target classes). Strict for everything else: a key the model lacks, a model key the checkpoint lacks, or a shape
+// that differs is an error listing all of them (at most 8 of each) with a hint naming the checkpoint's model; a file
+// whose keys match no dialect is an error listing its first unmatched keys. `command` and `source` (the --from path)
+// prefix the messages.
 PretrainedLoad load_pretrained(const std::string& command, const std::string& source, nn::Module& model,
                                const train::Checkpoint& checkpoint);
+
+// What razor finetune prints about the load: "from   FILE: N tensors loaded (timm names; ...)" and one head line,
+// "head re-initialised for K classes (checkpoint has M)" or "head   'fc' loaded from the checkpoint (K classes)".
+std::string pretrained_lines(const std::string& source, const PretrainedLoad& r, int64_t classes);
 
 // Puts every BatchNorm2d of `model` in eval mode (running statistics used and left untouched) and stops its affine
 // parameters from training (requires_grad false). Then a BN saves nothing for backward (core/ops/batch_norm.cpp,

@@ -1,4 +1,5 @@
 // apps/info.cpp -- `razor info --model M`: a model's layers, parameters, FLOPs and tape bytes, without training.
+// `razor info --checkpoint FILE` describes a weights file instead (apps/checkpoint_info.h).
 //
 // Builds the model from the zoo (models/registry.h), runs one training-mode forward at --batch on random input,
 // and prints models::format_summary: per module its path, type, output shape, own parameters, forward FLOPs
@@ -13,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "apps/checkpoint_info.h"
 #include "apps/flag_table.h"
 #include "apps/commands.h"
 #include "apps/razor_flags.h"
@@ -60,7 +62,7 @@ void write_tape_files(const models::ModelSummary& s, const std::string& stem, co
 
 struct InfoOptions {
     ModelInputFlags input;
-    std::string out;
+    std::string out, checkpoint;
     int64_t batch = 1, depth = 0, threads = 0;
     bool tape = false, list = false;
     RazorFlags razor;
@@ -81,13 +83,20 @@ const FlagTable<InfoOptions>& info_flags() {
             .boolean("tape", "print the tape breakdown (per module and op: stored vs dense-equivalent) for the dense "
                      "tape", &O::tape)
             .text("out", "runs/info", "folder for the tape breakdown's CSV and SVG (with --razor or --tape)", &O::out)
-            .boolean("list", "print the model names and exit", &O::list);
+            .boolean("list", "print the model names and exit", &O::list)
+            .text("checkpoint", "", "describe a weights file (.safetensors, .pth, .pt, .bin) or a razor run folder "
+                  "instead: tensors, dtypes, size, the model and key dialect it matches, its head's classes",
+                  &O::checkpoint);
     return table;
 }
 
 int info(const InfoOptions& o) {
     if (o.list) {
         for (const auto& n : models::model_names()) std::printf("%s\n", n.c_str());
+        return 0;
+    }
+    if (!o.checkpoint.empty()) {
+        std::printf("%s", describe_checkpoint(o.checkpoint).c_str());
         return 0;
     }
     const int64_t batch = o.batch, classes = o.input.classes;

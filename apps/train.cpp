@@ -64,14 +64,11 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
     SavePolicyGuard save_policy(razor_policy_from_flags(cmd, c.razor));
     // Fine-tuning starts from --from (a resumed run from its own checkpoint); --model defaults to the checkpoint's.
     Checkpoint pretrained;
+    int64_t depth = 0;   // a ViT file cut to fewer blocks
     if (finetune && (!start.resuming || c.model.empty())) {
         pretrained = train::open_checkpoint(c.from, true);
-        if (c.model.empty()) {
-            auto it = pretrained.model_metadata.find("model");
-            if (it == pretrained.model_metadata.end())
-                throw Error(fmt(cmd, ": --from ", c.from, " does not record its model; hint: pass --model"));
-            c.model = it->second;
-        }
+        const PretrainedModel m = pretrained_model(cmd, c.from, c.model, pretrained);
+        c.model = m.name, depth = m.depth;
     }
     set_num_threads(static_cast<int>(c.run.threads));
     std::printf("%s\n", runtime_banner().c_str());
@@ -94,14 +91,11 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
     // ---- model, optimizer, schedule ----
     Generator gen(static_cast<uint64_t>(c.run.seed));
     manual_seed(static_cast<uint64_t>(c.run.seed));
-    auto model = models::make_model(c.model, data.train.num_classes, gen, {.in_channels = image[0], .image_size = image[1]});
-    if (finetune && !start.resuming) {
-        const PretrainedLoad loaded = load_pretrained(cmd, c.from, *model, pretrained);
-        std::printf("from   %s: %lld tensors loaded; head '%s' re-initialised, %s -> %lld classes\n", c.from.c_str(),
-                    static_cast<long long>(loaded.loaded), loaded.head.c_str(),
-                    loaded.source_head_weight.empty() ? "?" : fmt(loaded.source_head_weight[0]).c_str(),
-                    static_cast<long long>(data.train.num_classes));
-    }
+    auto model = models::make_model(c.model, data.train.num_classes, gen,
+                                    {.in_channels = image[0], .image_size = image[1], .depth = depth});
+    if (finetune && !start.resuming)
+        std::printf("%s", pretrained_lines(c.from, load_pretrained(cmd, c.from, *model, pretrained),
+                                           data.train.num_classes).c_str());
     if (c.freeze_bn)
         std::printf("freeze %lld BatchNorm2d layers (eval mode, weight and bias not trained)\n",
                     static_cast<long long>(freeze_batchnorm(*model)));

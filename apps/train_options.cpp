@@ -42,11 +42,13 @@ FlagTable<TrainOptions> make_table(bool finetune) {
     using O = TrainOptions;
     FlagTable<O> t;
     if (finetune)
-        t.text("from", "", "the pretrained model: a razor train folder (its last/), a checkpoint folder or a "
-               "model.safetensors; every tensor but the classifier head's is loaded, the head is re-initialised for "
-               "--classes", &O::from);
+        t.text("from", "", "the pretrained model: a razor train folder (its last/), a checkpoint folder, or a "
+               "weights file (.safetensors, torch.save's .pth/.pt/.bin; torchvision, timm or Hugging Face names); "
+               "every tensor is loaded, the head is re-initialised when its class count differs from the data's",
+               &O::from);
     t.text("model", finetune ? "" : "resnet20",
-           finetune ? "model name (default: the checkpoint's); must match the checkpoint apart from the head"
+           finetune ? "model name (default: the checkpoint's, else read off its keys); must match the checkpoint "
+                      "apart from the head"
                     : "model name (razor info --list)",
            &O::model)
         .family(data_flag_family(), &O::data)

@@ -204,6 +204,11 @@ SafeTensors load_pytorch(const std::string& path) {
 SafeTensors load_weights_file(const std::string& path) {
     const std::string start = file_head(path);
     if (looks_like_zip(start) || start.substr(0, 2) == std::string_view("\x80\x02", 2)) return load_pytorch(path);
+    // a safetensors file: an 8-byte header length, then the JSON header's '{'
+    if (start.size() < 9 || start[8] != '{')
+        throw Error(fmt(path, ": not a weights file razor reads: neither safetensors (8-byte length, then a JSON "
+                        "header) nor torch.save's zip archive (.pth, .pt, .bin); hint: check that the file is complete "
+                        "(an interrupted download, or an HTML page saved in its place) and is the weights file"));
     return load_safetensors(path);
 }
 

@@ -31,6 +31,7 @@ SafeTensors load_pytorch(const std::string& path);
 SafeTensors parse_pytorch(const std::string& bytes, const std::string& source_name);   // for fuzzing and tests
 
 // Any weights file razor reads, told apart by its content (not its name): safetensors or torch.save's zip format.
+// Anything else (not a zip, no '{' after the 8-byte safetensors length) is refused naming the file and both formats.
 SafeTensors load_weights_file(const std::string& path);
 
 }  // namespace razor

@@ -81,8 +81,11 @@ std::string from_huggingface(std::string key) {
 void stack_qkv(std::map<std::string, Tensor>& state, const std::string& source) {
     std::set<std::string> groups;   // "<layer>qkv." prefixes with their suffix
     for (const auto& [key, t] : state) {
+        // only from_huggingface's "qkv.<q|k|v>.<what>" (timm's "attn.qkv.weight" is already packed)
         const size_t at = key.find("qkv.");
-        if (at != std::string::npos && key.size() > at + 6) groups.insert(key.substr(0, at) + "|" + key.substr(at + 6));
+        if (at != std::string::npos && key.size() > at + 6 && key[at + 5] == '.' &&
+            (key[at + 4] == 'q' || key[at + 4] == 'k' || key[at + 4] == 'v'))
+            groups.insert(key.substr(0, at) + "|" + key.substr(at + 6));
     }
     for (const std::string& g : groups) {
         const std::string layer = g.substr(0, g.find('|')), what = g.substr(g.find('|') + 1);   // what: weight, bias

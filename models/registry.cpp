@@ -42,11 +42,12 @@ Builder imagenet_resnet(ImageNetResNetConfig config) {
 
 // torchvision's ViTs at the image size given (a multiple of the patch size) and depth (0 = the family's 12).
 Builder imagenet_vit(ImageNetViTConfig config) {
-    return [config](int64_t k, Generator& g, const ModelOptions& o) mutable {
-        config.image_size = o.image_size;
-        config.in_channels = o.in_channels;
-        if (o.depth > 0) config.num_layers = o.depth;
-        return std::make_shared<ImageNetViT>(config, k, g);
+    return [config](int64_t k, Generator& g, const ModelOptions& o) {
+        ImageNetViTConfig c = config;   // a copy: the registry's builder is shared by every call
+        c.image_size = o.image_size;
+        c.in_channels = o.in_channels;
+        if (o.depth > 0) c.num_layers = o.depth;
+        return std::make_shared<ImageNetViT>(c, k, g);
     };
 }
 

@@ -12,6 +12,7 @@
 
 #include "core/anomaly.h"
 #include "core/check.h"
+#include "core/pytorch_file.h"
 #include "core/safetensors.h"
 
 namespace razor::train {
@@ -161,7 +162,7 @@ Checkpoint open_checkpoint(const std::string& path, bool model_only) {
         if (!model_only)
             throw Error(fmt("checkpoint: ", path, " is a file; resuming needs a run folder (with last/); hint: pass "
                             "the folder given to --out"));
-        SafeTensors st = load_safetensors(path);
+        SafeTensors st = load_weights_file(path);   // safetensors, or torch.save's .pth / .pt / .bin
         check_finite(st.tensors, path);
         Checkpoint c;
         c.model = std::move(st.tensors);

@@ -47,8 +47,9 @@ Checkpoint load_checkpoint(const std::string& root, const std::string& name = "l
 Checkpoint load_checkpoint_folder(const std::string& folder);
 
 // What --resume and --checkpoint accept: a run folder (holding last/ or last.old/), a checkpoint folder (holding
-// model.safetensors), or -- model_only -- a .safetensors file. Loads it; with model_only the train state may be
-// absent (a lone model.safetensors, e.g. written by PyTorch).
+// model.safetensors), or -- model_only -- a weights file (.safetensors, or torch.save's .pth / .pt / .bin, told
+// apart by content: load_weights_file). Loads it; with model_only the train state may be absent (a lone
+// model.safetensors, e.g. written by PyTorch).
 Checkpoint open_checkpoint(const std::string& path, bool model_only = false);
 
 }  // namespace razor::train

@@ -32,6 +32,10 @@ bool same_tensors(const std::map<std::string, Tensor>& a, const std::map<std::st
 // Calls `command`(args) (run_train, run_eval, ...) and restores the OpenMP thread count it may change.
 int run_command(int (*command)(const std::vector<std::string>&), const std::vector<std::string>& args);
 
+// run_command with stdout captured and returned; a thrown error or a non-zero status fails the test (REQUIRE), with
+// the captured output and the error's message (reported after the capture ends: doctest prints to stdout).
+std::string run_ok(int (*command)(const std::vector<std::string>&), const std::vector<std::string>& args);
+
 // --- implementation of the template ---
 std::string capture_begin();        // returns the capture file's path
 std::string capture_end(const std::string& path);
