@@ -6,8 +6,11 @@
 // --checkpoint takes a run folder (its last/ checkpoint), a checkpoint folder (runs/x/best) or a model.safetensors
 // file, also one written by PyTorch with safetensors.torch.save_file(model.state_dict()). The weights are loaded
 // strictly: a checkpoint that does not fit --model and the number of classes fails with the missing, unexpected and
-// wrongly shaped keys and a hint. The model name, dataset and normalisation default to what razor train stored in
-// the file's metadata.
+// wrongly shaped keys and a hint. Everything else defaults to what razor train stored in the file's metadata
+// (train/data_splits.h model_metadata): the model name, dataset and its folder, the class names (the classes are
+// picked from the test set by name, so a run on a class subset evaluates on that subset), the resolution, eval crop,
+// interpolation and normalisation -- `razor eval --checkpoint RUN` needs nothing else. A folder is evaluated on its
+// test/ split, else on val/ (or the val carved by --val-split, redrawn from the recorded fraction and seed).
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -47,7 +50,8 @@ const FlagTable<EvalOptions>& eval_flags() {
             .text("model", "", "model name (default: the one stored in the checkpoint)", &O::model)
             .text("dataset", "", "cifar10 | cifar100 | fashion-mnist | folder (default: the checkpoint's, else "
                   "cifar10)", &O::dataset)
-            .text("data", "", "dataset folder (cifar10: the folder holding test_batch.bin)", &O::data)
+            .text("data", "", "dataset folder (default: the one the run was trained on; cifar10: the folder holding "
+                  "test_batch.bin; a folder: its test/, else val/)", &O::data)
             .text("classes", "", "keep only these classes, relabelled 0..k-1 (as given to razor train)", &O::classes)
             .integer("batch", "500", "images per batch", &O::batch)
             .integer("threads", "0", "OpenMP threads (0 = all cores)", &O::threads)
@@ -73,12 +77,26 @@ int eval(const EvalOptions& o) {
     if (model_name.empty())
         throw Error(fmt("razor eval: the checkpoint names no model; hint: pass --model (razor info --list)"));
     const std::string dataset = !o.dataset.empty() ? o.dataset : meta("dataset", "cifar10");
+    // Everything else the run recorded: its folder, classes (names, in label order), resolution, crop and statistics.
+    train::SplitOptions so;
+    so.classes = o.classes;
+    if (o.classes.empty()) so.class_names = train::metadata_class_names(ck.model_metadata);
+    const auto number = [&](const char* key, const char* fallback) {
+        const auto v = train::parse_number_list("razor eval", fmt(key, " (checkpoint metadata)"), meta(key, fallback));
+        if (v.size() != 1) throw Error(fmt("razor eval: checkpoint metadata ", key, " holds ", v.size(), " numbers; expected one"));
+        return v[0];
+    };
+    so.image_size = static_cast<int64_t>(number("image_size", "0"));
+    so.crop_pct = number("crop_pct", "1");   // a checkpoint from before crop_pct was evaluated uncropped
+    so.interpolation = data::parse_interpolation(meta("interpolation", "bilinear"), "checkpoint metadata interpolation");
+    so.val_split = number("val_split", "0"), so.val_seed = static_cast<uint64_t>(number("val_seed", "0"));
     const bool stored_norm = ck.model_metadata.count("normalize_mean") && ck.model_metadata.count("normalize_std");
-    train::DataSplits data = train::load_splits("razor eval", dataset, o.data, o.classes,
-                                  /*need_train=*/!stored_norm && dataset == "folder");
-    if (stored_norm) data.mean = floats_of(meta("normalize_mean", "")), data.std = floats_of(meta("normalize_std", ""));
-    const Shape image = data.test.image_shape();
-    const int64_t K = data.test.num_classes;
+    if (stored_norm) so.mean = floats_of(meta("normalize_mean", "")), so.std = floats_of(meta("normalize_std", ""));
+    so.need_train = !stored_norm && dataset == "folder";
+    const train::DataSplits data = train::load_splits("razor eval", dataset, !o.data.empty() ? o.data : meta("data", ""), so);
+    const data::ImageDataset& test = data.test.size() > 0 ? data.test : data.val;
+    const Shape image = {test.image_shape()[0], data.image_size, data.image_size};   // (C, H, W) the model sees
+    const int64_t K = test.num_classes;
 
     Generator gen(0);
     // A sparse-train subnetwork stores its per-conv widths (models::ModelOptions::widths).
@@ -93,10 +111,10 @@ int eval(const EvalOptions& o) {
         throw Error(fmt("razor eval: the checkpoint in ", ck.folder, " does not fit --model ", model_name, " with ", K,
                         " classes and ", shape_str(image), " images: ", e.what()));
     }
-    const train::EvalResult r = train::evaluate(*model, data.test, data.mean, data.std, batch);
+    const train::EvalResult r = train::evaluate(*model, test, data::eval_transform(data.preprocess()), batch);
 
     auto class_name = [&](int64_t k) {
-        return k < static_cast<int64_t>(data.test.classes.size()) ? data.test.classes[k] : fmt("class ", k);
+        return k < static_cast<int64_t>(test.classes.size()) ? test.classes[k] : fmt("class ", k);
     };
     if (o.json) {
         nlohmann::json per_class = nlohmann::json::array();
@@ -114,7 +132,7 @@ int eval(const EvalOptions& o) {
     }
     std::printf("%s\n", runtime_banner().c_str());
     std::printf("eval   %s from %s (epoch %s) on %s: %lld test images %s\n\n", model_name.c_str(), ck.folder.c_str(),
-                meta("epoch", "?").c_str(), data.test.name.c_str(), static_cast<long long>(r.images),
+                meta("epoch", "?").c_str(), test.name.c_str(), static_cast<long long>(r.images),
                 shape_str(image).c_str());
     std::printf("%-16s %9s %8s\n", "class", "accuracy", "images");
     for (int64_t k = 0; k < K; ++k)
