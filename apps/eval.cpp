@@ -15,9 +15,9 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/flag_table.h"
+#include "apps/checkpoint_model.h"
 #include "apps/commands.h"
 #include "core/core.h"
-#include "models/registry.h"
 #include "train/checkpoint.h"
 #include "train/data_splits.h"
 #include "train/evaluate.h"
@@ -26,13 +26,6 @@ namespace razor::apps {
 using train::Checkpoint;
 
 namespace {
-std::vector<float> floats_of(const std::string& text) {
-    std::vector<float> out;
-    for (double v : train::parse_number_list("razor eval", "normalize (checkpoint metadata)", text))
-        out.push_back(static_cast<float>(v));
-    return out;
-}
-
 struct EvalOptions {
     std::string checkpoint, model, dataset, data, classes;
     int64_t batch = 500, threads = 0;
@@ -69,48 +62,29 @@ int eval(const EvalOptions& o) {
     set_num_threads(static_cast<int>(threads));
 
     const Checkpoint ck = train::open_checkpoint(o.checkpoint, /*model_only=*/true);
+    CheckpointInputs in = read_checkpoint_inputs("razor eval", ck);
     auto meta = [&](const char* key, const std::string& fallback) {
         auto it = ck.model_metadata.find(key);
         return it == ck.model_metadata.end() || it->second.empty() ? fallback : it->second;
     };
-    const std::string model_name = !o.model.empty() ? o.model : meta("model", "");
+    const std::string model_name = !o.model.empty() ? o.model : in.model;
     if (model_name.empty())
         throw Error(fmt("razor eval: the checkpoint names no model; hint: pass --model (razor info --list)"));
-    const std::string dataset = !o.dataset.empty() ? o.dataset : meta("dataset", "cifar10");
+    const std::string dataset = !o.dataset.empty() ? o.dataset : in.dataset.empty() ? "cifar10" : in.dataset;
     // Everything else the run recorded: its folder, classes (names, in label order), resolution, crop and statistics.
     train::SplitOptions so;
     so.classes = o.classes;
-    if (o.classes.empty()) so.class_names = train::metadata_class_names(ck.model_metadata);
-    const auto number = [&](const char* key, const char* fallback) {
-        const auto v = train::parse_number_list("razor eval", fmt(key, " (checkpoint metadata)"), meta(key, fallback));
-        if (v.size() != 1) throw Error(fmt("razor eval: checkpoint metadata ", key, " holds ", v.size(), " numbers; expected one"));
-        return v[0];
-    };
-    so.image_size = static_cast<int64_t>(number("image_size", "0"));
-    so.crop_pct = number("crop_pct", "1");   // a checkpoint from before crop_pct was evaluated uncropped
-    so.interpolation = data::parse_interpolation(meta("interpolation", "bilinear"), "checkpoint metadata interpolation");
-    so.val_split = number("val_split", "0"), so.val_seed = static_cast<uint64_t>(number("val_seed", "0"));
-    const bool stored_norm = ck.model_metadata.count("normalize_mean") && ck.model_metadata.count("normalize_std");
-    if (stored_norm) so.mean = floats_of(meta("normalize_mean", "")), so.std = floats_of(meta("normalize_std", ""));
-    so.need_train = !stored_norm && dataset == "folder";
-    const train::DataSplits data = train::load_splits("razor eval", dataset, !o.data.empty() ? o.data : meta("data", ""), so);
+    if (o.classes.empty()) so.class_names = in.class_names;
+    so.image_size = in.image_size, so.crop_pct = in.crop_pct, so.interpolation = in.interpolation;
+    so.val_split = in.val_split, so.val_seed = in.val_seed;
+    so.mean = in.mean, so.std = in.std;
+    so.need_train = in.mean.empty() && dataset == "folder";
+    const train::DataSplits data = train::load_splits("razor eval", dataset, !o.data.empty() ? o.data : in.data, so);
     const data::ImageDataset& test = data.test.size() > 0 ? data.test : data.val;
     const Shape image = {test.image_shape()[0], data.image_size, data.image_size};   // (C, H, W) the model sees
     const int64_t K = test.num_classes;
-
-    Generator gen(0);
-    // A sparse-train subnetwork stores its per-conv widths (models::ModelOptions::widths).
-    std::vector<int64_t> widths;
-    for (double w : train::parse_number_list("razor eval", "widths (checkpoint metadata)", meta("widths", "")))
-        widths.push_back(static_cast<int64_t>(w));
-    auto model = models::make_model(model_name, K, gen,
-                                    {.in_channels = image[0], .image_size = image[1], .widths = widths});
-    try {
-        model->load_state_dict(ck.model);
-    } catch (const Error& e) {
-        throw Error(fmt("razor eval: the checkpoint in ", ck.folder, " does not fit --model ", model_name, " with ", K,
-                        " classes and ", shape_str(image), " images: ", e.what()));
-    }
+    in.in_channels = image[0], in.image_size = data.image_size;
+    auto model = model_from_checkpoint("razor eval", ck, model_name, K, in);
     const train::EvalResult r = train::evaluate(*model, test, data::eval_transform(data.preprocess()), batch);
 
     auto class_name = [&](int64_t k) {

@@ -1,7 +1,8 @@
 // tests/apps/test_photos.cpp -- fine-tuning on a folder of photos, round trip at small scale: a generated image folder
 // of mixed sizes (train/ + test/; then one with train/ only and --val-split), razor train -> razor finetune ->
 // `razor eval --checkpoint RUN` run as the razor binary with nothing else: class names, resolution, crop and
-// statistics come from the checkpoint, and eval's accuracy is the run's last validation accuracy. Also the CIFAR
+// statistics come from the checkpoint, and eval's accuracy is the run's last validation accuracy; razor predict on
+// photos of the folder prints the classes by name with their probabilities. Also the CIFAR
 // case that used to fail ("linear.bias: expected (10) f32, got (4)"): a fine-tune on a class subset evaluates on it.
 #include <doctest/doctest.h>
 
@@ -10,6 +11,7 @@
 
 #include "apps/apps_support.h"
 #include "apps/commands.h"
+#include "core/check.h"
 #include "train/checkpoint.h"
 
 using namespace razor;
@@ -101,10 +103,30 @@ TEST_CASE("photos: folder of mixed sizes -> train -> finetune (--val-split) -> r
     CHECK(e["per_class"][0]["class"] == "cat");
     CHECK(e["per_class"][1]["class"] == "dog");
     CHECK(e["accuracy"].get<double>() == log[1]["test_acc"].get<double>());   // the same images, preprocessed the same
+    // razor predict: the top classes by name, probabilities summing to 1 over the 2 classes, highest first
+    const std::string cat0 = photos / "train/cat/0.jpg", dog1 = photos / "train/dog/1.jpg";
+    const json pr = last_json(run_cli("predict --checkpoint " + ft + " " + cat0 + " --json --threads 1 " + dog1));
+    REQUIRE(pr["predictions"].size() == 2);
+    CHECK(pr["predictions"][1]["image"] == dog1);
+    for (const json& r : pr["predictions"]) {
+        REQUIRE(r["top"].size() == 2);   // --top 5 is capped at the 2 classes
+        const double p0 = r["top"][0]["probability"], p1 = r["top"][1]["probability"];
+        CHECK(p0 >= p1);
+        CHECK(p0 + p1 == doctest::Approx(1.0).epsilon(1e-9));
+        CHECK((r["top"][0]["class"] == "cat" || r["top"][0]["class"] == "dog"));
+    }
+    const std::string table = run_cli("predict --checkpoint " + ft + " --top 1 " + cat0);
+    CHECK(table.find("predict resnet20 from " + ft + "/last: 2 classes at 16 px") != std::string::npos);
+    CHECK(table.find(cat0 + "\n") != std::string::npos);
     const json t = last_json(run_cli("eval --checkpoint " + pre + " --json --threads 1"));
     CHECK(t["images"] == 3);   // a folder with test/: evaluated on it
     CHECK(t["per_class"][2]["class"] == "cow");
 #endif
+    CHECK_THROWS_WITH_AS(test::run_command(apps::run_predict, {"--checkpoint", ft}),
+                         doctest::Contains("razor predict: expected --checkpoint RUN and at least one image, got no image"),
+                         Error);
+    CHECK_THROWS_WITH_AS(test::run_command(apps::run_predict, {"--checkpoint", ft, tmp / "missing.jpg"}),
+                         doctest::Contains("missing.jpg: cannot read"), Error);
 }
 
 TEST_CASE("photos: a fine-tune on a CIFAR class subset evaluates with razor eval --checkpoint RUN alone") {
