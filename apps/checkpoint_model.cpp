@@ -7,6 +7,23 @@
 
 namespace razor::apps {
 
+const FlagTable<CheckpointFlags>& checkpoint_flag_family() {
+    using F = CheckpointFlags;
+    static const FlagTable<F> table =
+        FlagTable<F>()
+            .text("checkpoint", "", "run folder (uses last/), checkpoint folder (runs/x/best) or .safetensors file",
+                  &F::checkpoint)
+            .integer("batch", "16", "images per batch", &F::batch)
+            .integer("threads", "0", "OpenMP threads (0 = all cores)", &F::threads)
+            .boolean("json", "print one JSON line instead of the table", &F::json);
+    return table;
+}
+
+void check_checkpoint_flags(const std::string& command, const CheckpointFlags& f) {
+    if (f.batch < 1) throw Error(fmt(command, ": --batch must be >= 1, got ", f.batch));
+    if (f.threads < 0) throw Error(fmt(command, ": --threads must be >= 0 (0 = all cores), got ", f.threads));
+}
+
 CheckpointInputs read_checkpoint_inputs(const std::string& command, const train::Checkpoint& ck) {
     const auto meta = [&](const char* key) {
         auto it = ck.model_metadata.find(key);

@@ -8,11 +8,23 @@
 #include <string>
 #include <vector>
 
+#include "apps/flag_table.h"
 #include "data/preprocess.h"
 #include "nn/module.h"
 #include "train/checkpoint.h"
 
 namespace razor::apps {
+
+// --checkpoint, --batch, --threads, --json: the flags razor eval and razor predict share.
+struct CheckpointFlags {
+    std::string checkpoint;
+    int64_t batch = 0, threads = 0;
+    bool json = false;
+};
+// --batch's default is the command's (set_default("batch", ...)).
+const FlagTable<CheckpointFlags>& checkpoint_flag_family();
+// "COMMAND: --batch must be >= 1, got 0" and the like for --batch and --threads.
+void check_checkpoint_flags(const std::string& command, const CheckpointFlags& f);
 
 struct CheckpointInputs {
     std::string model, dataset, data;          // "" where not recorded (a PyTorch-written model.safetensors)

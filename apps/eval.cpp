@@ -27,9 +27,8 @@ using train::Checkpoint;
 
 namespace {
 struct EvalOptions {
-    std::string checkpoint, model, dataset, data, classes;
-    int64_t batch = 500, threads = 0;
-    bool json = false;
+    CheckpointFlags c;   // --checkpoint, --batch, --threads, --json
+    std::string model, dataset, data, classes;
 };
 
 constexpr const char* kSummary = "evaluate a checkpoint on a test set: accuracy, loss, per-class accuracy, img/s";
@@ -38,30 +37,26 @@ const FlagTable<EvalOptions>& eval_flags() {
     using O = EvalOptions;
     static const FlagTable<O> table =
         FlagTable<O>()
-            .text("checkpoint", "", "run folder (uses last/), checkpoint folder (runs/x/best) or .safetensors file",
-                  &O::checkpoint)
+            .family(checkpoint_flag_family(), &O::c)
             .text("model", "", "model name (default: the one stored in the checkpoint)", &O::model)
             .text("dataset", "", "cifar10 | cifar100 | fashion-mnist | folder (default: the checkpoint's, else "
                   "cifar10)", &O::dataset)
             .text("data", "", "dataset folder (default: the one the run was trained on; cifar10: the folder holding "
                   "test_batch.bin; a folder: its test/, else val/)", &O::data)
             .text("classes", "", "keep only these classes, relabelled 0..k-1 (as given to razor train)", &O::classes)
-            .integer("batch", "500", "images per batch", &O::batch)
-            .integer("threads", "0", "OpenMP threads (0 = all cores)", &O::threads)
-            .boolean("json", "print one JSON line instead of the table", &O::json);
+            .set_default("batch", "500");
     return table;
 }
 
 int eval(const EvalOptions& o) {
-    const int64_t batch = o.batch, threads = o.threads;
-    if (batch < 1) throw Error(fmt("razor eval: --batch must be >= 1, got ", batch));
-    if (threads < 0) throw Error(fmt("razor eval: --threads must be >= 0 (0 = all cores), got ", threads));
-    if (o.checkpoint.empty())
+    const int64_t batch = o.c.batch, threads = o.c.threads;
+    check_checkpoint_flags("razor eval", o.c);
+    if (o.c.checkpoint.empty())
         throw Error(fmt("razor eval: --checkpoint is required; hint: --checkpoint runs/NAME (the --out of razor train)\n\n",
                         eval_flags().args("eval", kSummary).usage()));
     set_num_threads(static_cast<int>(threads));
 
-    const Checkpoint ck = train::open_checkpoint(o.checkpoint, /*model_only=*/true);
+    const Checkpoint ck = train::open_checkpoint(o.c.checkpoint, /*model_only=*/true);
     CheckpointInputs in = read_checkpoint_inputs("razor eval", ck);
     auto meta = [&](const char* key, const std::string& fallback) {
         auto it = ck.model_metadata.find(key);
@@ -90,7 +85,7 @@ int eval(const EvalOptions& o) {
     auto class_name = [&](int64_t k) {
         return k < static_cast<int64_t>(test.classes.size()) ? test.classes[k] : fmt("class ", k);
     };
-    if (o.json) {
+    if (o.c.json) {
         nlohmann::json per_class = nlohmann::json::array();
         for (int64_t k = 0; k < K; ++k)
             per_class.push_back({{"class", class_name(k)},

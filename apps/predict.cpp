@@ -22,9 +22,8 @@ namespace razor::apps {
 namespace {
 
 struct PredictOptions {
-    std::string checkpoint;
-    int64_t top = 5, batch = 16, threads = 0;
-    bool json = false;
+    CheckpointFlags c;   // --checkpoint, --batch, --threads, --json
+    int64_t top = 5;
 };
 
 constexpr const char* kSummary = "classify photos with a trained or fine-tuned checkpoint: top-k class names and "
@@ -33,13 +32,7 @@ constexpr const char* kSummary = "classify photos with a trained or fine-tuned c
 const FlagTable<PredictOptions>& predict_flags() {
     using O = PredictOptions;
     static const FlagTable<O> table =
-        FlagTable<O>()
-            .text("checkpoint", "", "run folder (uses last/), checkpoint folder (runs/x/best) or .safetensors file",
-                  &O::checkpoint)
-            .integer("top", "5", "classes to show per image", &O::top)
-            .integer("batch", "16", "images per forward pass", &O::batch)
-            .integer("threads", "0", "OpenMP threads (0 = all cores)", &O::threads)
-            .boolean("json", "print one JSON line instead of the table", &O::json);
+        FlagTable<O>().family(checkpoint_flag_family(), &O::c).integer("top", "5", "classes to show per image", &O::top);
     return table;
 }
 
@@ -64,15 +57,14 @@ void split_argv(const std::vector<std::string>& argv, std::vector<std::string>& 
 
 int predict(const PredictOptions& o, const std::vector<std::string>& images) {
     const std::string cmd = "razor predict";
-    if (o.checkpoint.empty() || images.empty())
+    if (o.c.checkpoint.empty() || images.empty())
         throw Error(fmt(cmd, ": expected --checkpoint RUN and at least one image, got ",
-                        o.checkpoint.empty() ? "no --checkpoint" : "no image", "; hint: razor predict --checkpoint "
+                        o.c.checkpoint.empty() ? "no --checkpoint" : "no image", "; hint: razor predict --checkpoint "
                         "runs/finetune photo.jpg\n\n", predict_flags().args("predict", kSummary).usage()));
-    if (o.top < 1 || o.batch < 1 || o.threads < 0)
-        throw Error(fmt(cmd, ": expected --top >= 1, --batch >= 1, --threads >= 0; got ", o.top, ", ", o.batch, ", ",
-                        o.threads));
-    set_num_threads(static_cast<int>(o.threads));
-    const train::Checkpoint ck = train::open_checkpoint(o.checkpoint, /*model_only=*/true);
+    check_checkpoint_flags(cmd, o.c);
+    if (o.top < 1) throw Error(fmt(cmd, ": --top must be >= 1, got ", o.top));
+    set_num_threads(static_cast<int>(o.c.threads));
+    const train::Checkpoint ck = train::open_checkpoint(o.c.checkpoint, /*model_only=*/true);
     const CheckpointInputs in = read_checkpoint_inputs(cmd, ck);
     const int64_t K = !in.class_names.empty() ? static_cast<int64_t>(in.class_names.size()) : in.num_classes;
     if (in.model.empty() || K < 1 || in.image_size < 1 || in.mean.empty())
@@ -90,8 +82,8 @@ int predict(const PredictOptions& o, const std::vector<std::string>& images) {
     const int64_t top = std::min(o.top, K), S = in.image_size, C = in.in_channels;
     nlohmann::json results = nlohmann::json::array();
     Generator gen(0);   // the eval transform draws nothing
-    for (size_t begin = 0; begin < images.size(); begin += static_cast<size_t>(o.batch)) {
-        const size_t end = std::min(images.size(), begin + static_cast<size_t>(o.batch));
+    for (size_t begin = 0; begin < images.size(); begin += static_cast<size_t>(o.c.batch)) {
+        const size_t end = std::min(images.size(), begin + static_cast<size_t>(o.c.batch));
         const auto B = static_cast<int64_t>(end - begin);
         Tensor x = Tensor::empty({B, C, S, S});   // (B, C, S, S)
         for (int64_t b = 0; b < B; ++b) {
@@ -118,7 +110,7 @@ int predict(const PredictOptions& o, const std::vector<std::string>& images) {
             results.push_back({{"image", images[begin + b]}, {"top", ranked}});
         }
     }
-    if (o.json) {
+    if (o.c.json) {
         std::printf("%s\n", nlohmann::json({{"model", in.model}, {"checkpoint", ck.folder}, {"predictions", results}}).dump().c_str());
         return 0;
     }

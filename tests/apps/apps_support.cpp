@@ -1,6 +1,8 @@
 // tests/apps/apps_support.cpp -- see apps_support.h.
 #include "apps/apps_support.h"
 
+#include <doctest/doctest.h>
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -84,6 +86,22 @@ int run_command(int (*command)(const std::vector<std::string>&), const std::vect
         set_num_threads(threads);
         throw;
     }
+}
+
+std::string run_ok(int (*command)(const std::vector<std::string>&), const std::vector<std::string>& args) {
+    int rc = -1;
+    std::string error;
+    std::string out = capture_stdout([&] {
+        try {
+            rc = run_command(command, args);
+        } catch (const std::exception& e) {
+            error = e.what();
+        }
+    });
+    INFO(out);
+    REQUIRE_MESSAGE(error.empty(), error);
+    REQUIRE(rc == 0);
+    return out;
 }
 
 std::vector<nlohmann::json> read_jsonl(const std::string& path) {

@@ -32,6 +32,10 @@ bool same_tensors(const std::map<std::string, Tensor>& a, const std::map<std::st
 // Calls `command`(args) (run_train, run_eval, ...) and restores the OpenMP thread count it may change.
 int run_command(int (*command)(const std::vector<std::string>&), const std::vector<std::string>& args);
 
+// run_command with stdout captured: REQUIREs that it returns 0 without throwing (an error or the captured output is
+// reported after the capture ends, as doctest prints to stdout); returns what it printed.
+std::string run_ok(int (*command)(const std::vector<std::string>&), const std::vector<std::string>& args);
+
 // --- implementation of the template ---
 std::string capture_begin();        // returns the capture file's path
 std::string capture_end(const std::string& path);

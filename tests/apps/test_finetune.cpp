@@ -35,19 +35,7 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 
 // Runs a subcommand with stdout captured; a failure is reported after the capture ends (doctest prints to stdout).
 std::string run(int (*command)(const std::vector<std::string>&), const std::vector<std::string>& args) {
-    int rc = -1;
-    std::string error;
-    std::string out = test::capture_stdout([&] {
-        try {
-            rc = test::run_command(command, args);
-        } catch (const std::exception& e) {
-            error = e.what();
-        }
-    });
-    INFO(out);
-    REQUIRE_MESSAGE(error.empty(), error);
-    REQUIRE(rc == 0);
-    return out;
+    return test::run_ok(command, args);
 }
 
 std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std::string>& b) {

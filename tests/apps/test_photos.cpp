@@ -19,22 +19,6 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string run_in_process(int (*command)(const std::vector<std::string>&), const std::vector<std::string>& args) {
-    int rc = -1;
-    std::string error;
-    const std::string out = test::capture_stdout([&] {
-        try {
-            rc = test::run_command(command, args);
-        } catch (const std::exception& e) {
-            error = e.what();
-        }
-    });
-    INFO(out);
-    REQUIRE_MESSAGE(error.empty(), error);
-    REQUIRE(rc == 0);
-    return out;
-}
-
 #ifdef RAZOR_CLI
 // Runs the razor binary with `args`; returns its stdout, requiring exit status 0.
 std::string run_cli(const std::string& args) {
@@ -82,10 +66,10 @@ TEST_CASE("photos: folder of mixed sizes -> train -> finetune (--val-split) -> r
     write_photos(src, "test", {"ant", "bee", "cow"}, 1);
     write_photos(photos, "train", {"cat", "dog"}, 6);   // no val/, no test/: --val-split carves one
     const std::string pre = tmp / "pre", ft = tmp / "ft";
-    const std::string trained = run_in_process(apps::run_train, {"--dataset", "folder", "--data", src.path(), "--model", "resnet20",
+    const std::string trained = test::run_ok(apps::run_train, {"--dataset", "folder", "--data", src.path(), "--model", "resnet20",
         "--image-size", "16", "--epochs", "1", "--batch", "6", "--threads", "1", "--eval-batch", "4", "--sched", "cosine", "--out", pre});
     CHECK(trained.find("rrc+flip at 16 px (eval crop_pct 0.875, bilinear)") != std::string::npos);
-    const std::string tuned = run_in_process(apps::run_finetune, {"--from", pre, "--dataset", "folder", "--data", photos.path(),
+    const std::string tuned = test::run_ok(apps::run_finetune, {"--from", pre, "--dataset", "folder", "--data", photos.path(),
         "--val-split", "0.34", "--epochs", "2", "--batch", "4", "--threads", "1", "--eval-batch", "3", "--out", ft});
     CHECK(tuned.find("8 train, 4 val, 0 test images, 2 classes; rrc+flip at 16 px") != std::string::npos);   // --from's size
     const train::Checkpoint p = train::load_checkpoint(pre), f = train::load_checkpoint(ft);
@@ -133,9 +117,9 @@ TEST_CASE("photos: a fine-tune on a CIFAR class subset evaluates with razor eval
     test::TempDir tmp("photos_cifar");
     const std::string d = tmp / "cifar", pre = tmp / "pre", ft = tmp / "ft";
     test::write_fake_cifar10(d, 4, 20);
-    run_in_process(apps::run_train, {"--model", "resnet20", "--data", d, "--classes", "bird,cat,deer,dog,frog,horse", "--out",
+    test::run_ok(apps::run_train, {"--model", "resnet20", "--data", d, "--classes", "bird,cat,deer,dog,frog,horse", "--out",
                                      pre, "--batch", "8", "--epochs", "1", "--steps-per-epoch", "1", "--threads", "1", "--sched", "cosine"});
-    run_in_process(apps::run_finetune, {"--from", pre, "--data", d, "--classes", "airplane,automobile,ship,truck", "--out",
+    test::run_ok(apps::run_finetune, {"--from", pre, "--data", d, "--classes", "airplane,automobile,ship,truck", "--out",
                                         ft, "--batch", "8", "--epochs", "1", "--steps-per-epoch", "1", "--threads", "1"});
 #ifdef RAZOR_CLI
     const json e = last_json(run_cli("eval --checkpoint " + ft + " --json --threads 1"));
