@@ -59,7 +59,8 @@ void write_photos(const test::TempDir& root, const std::string& split, const std
 
 }  // namespace
 
-TEST_CASE("photos: folder of mixed sizes -> train -> finetune (--val-split) -> razor eval --checkpoint RUN alone") {
+TEST_CASE("photos: folder of mixed sizes -> train -> finetune (--val-split) -> razor eval --checkpoint RUN alone" *
+          doctest::test_suite("cli-run")) {
     test::TempDir tmp("photos");
     const test::TempDir src("photos_src"), photos("photos_mine");
     write_photos(src, "train", {"ant", "bee", "cow"}, 4);
@@ -113,7 +114,8 @@ TEST_CASE("photos: folder of mixed sizes -> train -> finetune (--val-split) -> r
                          doctest::Contains("missing.jpg: cannot read"), Error);
 }
 
-TEST_CASE("photos: a fine-tune on a CIFAR class subset evaluates with razor eval --checkpoint RUN alone") {
+TEST_CASE("photos: a fine-tune on a CIFAR class subset evaluates with razor eval --checkpoint RUN alone" *
+          doctest::test_suite("cli-run")) {
     test::TempDir tmp("photos_cifar");
     const std::string d = tmp / "cifar", pre = tmp / "pre", ft = tmp / "ft";
     test::write_fake_cifar10(d, 4, 20);
