@@ -11,6 +11,7 @@ int run_info(const std::vector<std::string>& args);
 int run_train(const std::vector<std::string>& args);
 int run_finetune(const std::vector<std::string>& args);
 int run_eval(const std::vector<std::string>& args);
+int run_predict(const std::vector<std::string>& args);
 int run_bench(const std::vector<std::string>& args);
 int run_sparse_train(const std::vector<std::string>& args);
 

@@ -6,15 +6,18 @@
 // --checkpoint takes a run folder (its last/ checkpoint), a checkpoint folder (runs/x/best) or a model.safetensors
 // file, also one written by PyTorch with safetensors.torch.save_file(model.state_dict()). The weights are loaded
 // strictly: a checkpoint that does not fit --model and the number of classes fails with the missing, unexpected and
-// wrongly shaped keys and a hint. The model name, dataset and normalisation default to what razor train stored in
-// the file's metadata.
+// wrongly shaped keys and a hint. Everything else defaults to what razor train stored in the file's metadata
+// (train/data_splits.h model_metadata): the model name, dataset and its folder, the class names (the classes are
+// picked from the test set by name, so a run on a class subset evaluates on that subset), the resolution, eval crop,
+// interpolation and normalisation -- `razor eval --checkpoint RUN` needs nothing else. A folder is evaluated on its
+// test/ split, else on val/ (or the val carved by --val-split, redrawn from the recorded fraction and seed).
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "apps/flag_table.h"
+#include "apps/checkpoint_model.h"
 #include "apps/commands.h"
 #include "core/core.h"
-#include "models/registry.h"
 #include "train/checkpoint.h"
 #include "train/data_splits.h"
 #include "train/evaluate.h"
@@ -23,17 +26,9 @@ namespace razor::apps {
 using train::Checkpoint;
 
 namespace {
-std::vector<float> floats_of(const std::string& text) {
-    std::vector<float> out;
-    for (double v : train::parse_number_list("razor eval", "normalize (checkpoint metadata)", text))
-        out.push_back(static_cast<float>(v));
-    return out;
-}
-
 struct EvalOptions {
-    std::string checkpoint, model, dataset, data, classes;
-    int64_t batch = 500, threads = 0;
-    bool json = false;
+    CheckpointFlags c;   // --checkpoint, --batch, --threads, --json
+    std::string model, dataset, data, classes;
 };
 
 constexpr const char* kSummary = "evaluate a checkpoint on a test set: accuracy, loss, per-class accuracy, img/s";
@@ -42,63 +37,55 @@ const FlagTable<EvalOptions>& eval_flags() {
     using O = EvalOptions;
     static const FlagTable<O> table =
         FlagTable<O>()
-            .text("checkpoint", "", "run folder (uses last/), checkpoint folder (runs/x/best) or .safetensors file",
-                  &O::checkpoint)
+            .family(checkpoint_flag_family(), &O::c)
             .text("model", "", "model name (default: the one stored in the checkpoint)", &O::model)
             .text("dataset", "", "cifar10 | cifar100 | fashion-mnist | folder (default: the checkpoint's, else "
                   "cifar10)", &O::dataset)
-            .text("data", "", "dataset folder (cifar10: the folder holding test_batch.bin)", &O::data)
+            .text("data", "", "dataset folder (default: the one the run was trained on; cifar10: the folder holding "
+                  "test_batch.bin; a folder: its test/, else val/)", &O::data)
             .text("classes", "", "keep only these classes, relabelled 0..k-1 (as given to razor train)", &O::classes)
-            .integer("batch", "500", "images per batch", &O::batch)
-            .integer("threads", "0", "OpenMP threads (0 = all cores)", &O::threads)
-            .boolean("json", "print one JSON line instead of the table", &O::json);
+            .set_default("batch", "500");
     return table;
 }
 
 int eval(const EvalOptions& o) {
-    const int64_t batch = o.batch, threads = o.threads;
-    if (batch < 1) throw Error(fmt("razor eval: --batch must be >= 1, got ", batch));
-    if (threads < 0) throw Error(fmt("razor eval: --threads must be >= 0 (0 = all cores), got ", threads));
-    if (o.checkpoint.empty())
+    const int64_t batch = o.c.batch, threads = o.c.threads;
+    check_checkpoint_flags("razor eval", o.c);
+    if (o.c.checkpoint.empty())
         throw Error(fmt("razor eval: --checkpoint is required; hint: --checkpoint runs/NAME (the --out of razor train)\n\n",
                         eval_flags().args("eval", kSummary).usage()));
     set_num_threads(static_cast<int>(threads));
 
-    const Checkpoint ck = train::open_checkpoint(o.checkpoint, /*model_only=*/true);
+    const Checkpoint ck = train::open_checkpoint(o.c.checkpoint, /*model_only=*/true);
+    CheckpointInputs in = read_checkpoint_inputs("razor eval", ck);
     auto meta = [&](const char* key, const std::string& fallback) {
         auto it = ck.model_metadata.find(key);
         return it == ck.model_metadata.end() || it->second.empty() ? fallback : it->second;
     };
-    const std::string model_name = !o.model.empty() ? o.model : meta("model", "");
+    const std::string model_name = !o.model.empty() ? o.model : in.model;
     if (model_name.empty())
         throw Error(fmt("razor eval: the checkpoint names no model; hint: pass --model (razor info --list)"));
-    const std::string dataset = !o.dataset.empty() ? o.dataset : meta("dataset", "cifar10");
-    const bool stored_norm = ck.model_metadata.count("normalize_mean") && ck.model_metadata.count("normalize_std");
-    train::DataSplits data = train::load_splits("razor eval", dataset, o.data, o.classes,
-                                  /*need_train=*/!stored_norm && dataset == "folder");
-    if (stored_norm) data.mean = floats_of(meta("normalize_mean", "")), data.std = floats_of(meta("normalize_std", ""));
-    const Shape image = data.test.image_shape();
-    const int64_t K = data.test.num_classes;
-
-    Generator gen(0);
-    // A sparse-train subnetwork stores its per-conv widths (models::ModelOptions::widths).
-    std::vector<int64_t> widths;
-    for (double w : train::parse_number_list("razor eval", "widths (checkpoint metadata)", meta("widths", "")))
-        widths.push_back(static_cast<int64_t>(w));
-    auto model = models::make_model(model_name, K, gen,
-                                    {.in_channels = image[0], .image_size = image[1], .widths = widths});
-    try {
-        model->load_state_dict(ck.model);
-    } catch (const Error& e) {
-        throw Error(fmt("razor eval: the checkpoint in ", ck.folder, " does not fit --model ", model_name, " with ", K,
-                        " classes and ", shape_str(image), " images: ", e.what()));
-    }
-    const train::EvalResult r = train::evaluate(*model, data.test, data.mean, data.std, batch);
+    const std::string dataset = !o.dataset.empty() ? o.dataset : in.dataset.empty() ? "cifar10" : in.dataset;
+    // Everything else the run recorded: its folder, classes (names, in label order), resolution, crop and statistics.
+    train::SplitOptions so;
+    so.classes = o.classes;
+    if (o.classes.empty()) so.class_names = in.class_names;
+    so.image_size = in.image_size, so.crop_pct = in.crop_pct, so.interpolation = in.interpolation;
+    so.val_split = in.val_split, so.val_seed = in.val_seed;
+    so.mean = in.mean, so.std = in.std;
+    so.need_train = in.mean.empty() && dataset == "folder";
+    const train::DataSplits data = train::load_splits("razor eval", dataset, !o.data.empty() ? o.data : in.data, so);
+    const data::ImageDataset& test = data.test.size() > 0 ? data.test : data.val;
+    const Shape image = {test.image_shape()[0], data.image_size, data.image_size};   // (C, H, W) the model sees
+    const int64_t K = test.num_classes;
+    in.in_channels = image[0], in.image_size = data.image_size;
+    auto model = model_from_checkpoint("razor eval", ck, model_name, K, in);
+    const train::EvalResult r = train::evaluate(*model, test, data::eval_transform(data.preprocess()), batch);
 
     auto class_name = [&](int64_t k) {
-        return k < static_cast<int64_t>(data.test.classes.size()) ? data.test.classes[k] : fmt("class ", k);
+        return k < static_cast<int64_t>(test.classes.size()) ? test.classes[k] : fmt("class ", k);
     };
-    if (o.json) {
+    if (o.c.json) {
         nlohmann::json per_class = nlohmann::json::array();
         for (int64_t k = 0; k < K; ++k)
             per_class.push_back({{"class", class_name(k)},
@@ -114,7 +101,7 @@ int eval(const EvalOptions& o) {
     }
     std::printf("%s\n", runtime_banner().c_str());
     std::printf("eval   %s from %s (epoch %s) on %s: %lld test images %s\n\n", model_name.c_str(), ck.folder.c_str(),
-                meta("epoch", "?").c_str(), data.test.name.c_str(), static_cast<long long>(r.images),
+                meta("epoch", "?").c_str(), test.name.c_str(), static_cast<long long>(r.images),
                 shape_str(image).c_str());
     std::printf("%-16s %9s %8s\n", "class", "accuracy", "images");
     for (int64_t k = 0; k < K; ++k)

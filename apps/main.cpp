@@ -19,7 +19,8 @@ const char* const kUsage =
     "  info     a model's layers: output shapes, parameters, FLOPs, saved-activation bytes (razor info --list)\n"
     "  train    train a model on CIFAR-10/100, Fashion-MNIST or an image folder: checkpoints, resume, log, curves\n"
     "  finetune fine-tune a pretrained model on new classes (new head, --razor R for a Back Razor tape, --freeze-bn)\n"
-    "  eval     a checkpoint's test accuracy, loss and per-class accuracy\n"
+    "  eval     a checkpoint's test accuracy, loss and per-class accuracy (razor eval --checkpoint RUN)\n"
+    "  predict  the top-5 classes of photos, by name, with probabilities (razor predict --checkpoint RUN IMG...)\n"
     "  bench    time the full training step (forward, backward, SGD) on synthetic data; --json for one line;\n"
     "           --razor R times it with the Back Razor tape, --keep K the VR-PGE iteration\n"
     "  sparse-train  VR-PGE channel-sparse training, subnetwork fine-tune and export of a smaller dense model\n";
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
         {"train", razor::apps::run_train},
         {"finetune", razor::apps::run_finetune},
         {"eval", razor::apps::run_eval},
+        {"predict", razor::apps::run_predict},
         {"bench", razor::apps::run_bench},
         {"sparse-train", razor::apps::run_sparse_train},
     };

@@ -10,13 +10,26 @@ const FlagTable<DataFlags>& data_flag_family() {
     using F = DataFlags;
     static const FlagTable<F> table =
         FlagTable<F>()
-            .text("dataset", "cifar10", "cifar10 | cifar100 | fashion-mnist | folder (ROOT/{train,test}/CLASS/*.png)",
-                  &F::dataset)
+            .text("dataset", "cifar10", "cifar10 | cifar100 | fashion-mnist | folder (ROOT/train/CLASS/*.jpg with "
+                  "ROOT/val/ and/or ROOT/test/; any image sizes)", &F::dataset)
             .text("data", "", "dataset folder (cifar10: the folder holding data_batch_1.bin)", &F::data, true)
             .text("classes", "", "keep only these classes, relabelled 0..k-1: indices (2,3,4) or names (cat,dog)",
                   &F::classes)
-            .text("augment", "crop+flip", "crop+flip (pad 4, random crop, horizontal flip) | none", &F::augment)
-            .integer("workers", "1", "data loader threads building batches ahead", &F::workers, true);
+            .text("augment", "auto", "auto (folder: rrc+flip, else crop+flip) | crop+flip (pad 4, random crop, "
+                  "horizontal flip) | rrc+flip (RandomResizedCrop + flip) | none", &F::augment)
+            .integer("workers", "1", "data loader threads decoding and augmenting batches ahead", &F::workers, true)
+            .integer("image-size", "0", "train and eval resolution (0: the images' own when they share one square "
+                     "size, else 224; a fine-tune: its --from's)", &F::image_size)
+            .real("val-split", "0", "folder without val/: carve this fraction of each class of train/ as the "
+                  "validation split (best/ is chosen on it)", &F::val_split)
+            .integer("val-seed", "0", "seed of the --val-split draw", &F::val_seed)
+            .real("crop-pct", "", "eval: resize the shorter side to image-size / crop-pct, then centre crop "
+                  "(default 0.875 for a folder, 1 otherwise)", &F::crop_pct)
+            .text("interpolation", "", "bilinear | bicubic, antialiased (default: a fine-tune's --from's, else "
+                  "bilinear)", &F::interpolation)
+            .text("mean", "", "Normalize mean per channel, e.g. 0.485,0.456,0.406 (default: a fine-tune's --from's, "
+                  "else the dataset's; measured for a folder)", &F::mean)
+            .text("std", "", "Normalize std per channel (defaults as --mean)", &F::std);
     return table;
 }
 
@@ -66,8 +79,53 @@ void require_one_of(const std::string& command, const std::string& flag, const s
 
 void check_data_flags(const std::string& command, const DataFlags& f) {
     require_one_of(command, "dataset", f.dataset, train::kDatasetNames);
-    require_one_of(command, "augment", f.augment, {"crop+flip", "none"});
+    require_one_of(command, "augment", f.augment, {"auto", "crop+flip", "rrc+flip", "none"});
     require(command, f.workers >= 0, "workers", f.workers, ">= 0");
+    require(command, f.image_size >= 0, "image-size", f.image_size, ">= 0 (0 = the images' own size)");
+    require(command, f.val_split >= 0 && f.val_split < 1, "val-split", f.val_split, "in [0, 1)");
+    require(command, f.val_seed >= 0, "val-seed", f.val_seed, ">= 0");
+    if (f.crop_pct) require(command, *f.crop_pct > 0 && *f.crop_pct <= 1, "crop-pct", *f.crop_pct, "in (0, 1]");
+    if (!f.interpolation.empty()) require_one_of(command, "interpolation", f.interpolation, {"bilinear", "bicubic"});
+    if (f.mean.empty() != f.std.empty())
+        throw Error(fmt(command, ": --mean and --std go together, got only --", f.mean.empty() ? "std" : "mean",
+                        "; hint: give both, one value per channel"));
+}
+
+data::Augment augment_of(const DataFlags& f) {
+    if (f.augment == "auto") return f.dataset == "folder" ? data::Augment::ResizedCropFlip : data::Augment::CropFlip;
+    return data::parse_augment(f.augment, "--augment");
+}
+
+train::SplitOptions split_options(const std::string& command, const DataFlags& f,
+                                  const std::map<std::string, std::string>* defaults) {
+    const auto stored = [&](const char* key) {
+        if (!defaults) return std::string();
+        auto it = defaults->find(key);
+        return it == defaults->end() ? std::string() : it->second;
+    };
+    const auto floats = [&](const std::string& flag, const std::string& text) {
+        std::vector<float> v;
+        for (double x : train::parse_number_list(command, flag, text)) v.push_back(static_cast<float>(x));
+        return v;
+    };
+    train::SplitOptions o;
+    o.classes = f.classes;
+    o.val_split = f.val_split;
+    o.val_seed = static_cast<uint64_t>(f.val_seed);
+    o.crop_pct = f.crop_pct;
+    o.image_size = f.image_size;
+    if (o.image_size == 0 && !stored("image_size").empty()) o.image_size = std::stoll(stored("image_size"));
+    const std::string interp = !f.interpolation.empty() ? f.interpolation : stored("interpolation");
+    o.interpolation = interp.empty() ? data::Interpolation::Bilinear : data::parse_interpolation(interp, command + ": --interpolation");
+    if (!f.mean.empty()) o.mean = floats("mean", f.mean), o.std = floats("std", f.std);
+    else if (!stored("normalize_mean").empty() && !stored("normalize_std").empty())
+        o.mean = floats("mean", stored("normalize_mean")), o.std = floats("std", stored("normalize_std"));
+    if (o.mean.size() != o.std.size())
+        throw Error(fmt(command, ": ", o.mean.size(), " --mean values but ", o.std.size(), " --std values; expected "
+                        "one of each per channel"));
+    for (float s : o.std)
+        if (!(s > 0.f)) throw Error(fmt(command, ": --std values must be > 0, got ", s));
+    return o;
 }
 
 void check_run_flags(const std::string& command, const RunFlags& f) {

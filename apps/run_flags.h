@@ -1,20 +1,26 @@
 // apps/run_flags.h -- the flag families razor train, finetune and sparse-train share, each declared once: the data
-// (--dataset, --data, --classes, --augment, --workers) and the run folder with its loop controls (--out, --resume,
+// (--dataset, --data, --classes, --augment, --workers, --image-size, --val-split, --val-seed, --crop-pct,
+// --interpolation, --mean, --std) and the run folder with its loop controls (--out, --resume,
 // --overwrite, --stop-after, --threads, --seed, --eval-every, --eval-batch, --steps-per-epoch, --skip-nonfinite); and
 // the synthetic-input model of razor bench and razor info.
 // docs: docs/cli.md.
 #pragma once
 
+#include <map>
+#include <optional>
 #include <string>
 
 #include "apps/flag_table.h"
 #include "core/check.h"
+#include "train/data_splits.h"
 
 namespace razor::apps {
 
 struct DataFlags {
-    std::string dataset, data, classes, augment;
-    int64_t workers = 1;
+    std::string dataset, data, classes, augment, interpolation, mean, std;
+    int64_t workers = 1, image_size = 0, val_seed = 0;
+    double val_split = 0;
+    std::optional<double> crop_pct;
 };
 
 struct RunFlags {
@@ -30,6 +36,13 @@ struct ModelInputFlags {
 };
 
 const FlagTable<DataFlags>& data_flag_family();
+// What the data flags ask load_splits for. A preprocessing flag left out (--image-size, --interpolation, --mean,
+// --std) takes the value `defaults` records when given (a checkpoint's model metadata: a fine-tune's --from, so the
+// backbone sees the statistics it was trained with), else the dataset's.
+train::SplitOptions split_options(const std::string& command, const DataFlags& f,
+                                  const std::map<std::string, std::string>* defaults);
+// --augment auto: rrc+flip for a folder (photos of any size), crop+flip for the fixed-size sets.
+data::Augment augment_of(const DataFlags& f);
 const FlagTable<ModelInputFlags>& model_input_flag_family();
 // --out's default is the command's (set_default("out", ...)).
 const FlagTable<RunFlags>& run_flag_family();

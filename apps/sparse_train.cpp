@@ -67,9 +67,10 @@ int run_sparse_train(const std::vector<std::string>& argv) {
     std::printf("%s\n", runtime_banner().c_str());
 
     // ---- data ----
-    const train::DataSplits data = train::load_splits(kCmd, o.data.dataset, o.data.data, o.data.classes);
-    const Shape image = data.train.image_shape();
-    data::DataLoader loader = train::train_loader(data, o.data.augment == "crop+flip", o.batch, o.run.seed, o.data.workers);
+    const train::DataSplits data = train::load_splits(kCmd, o.data.dataset, o.data.data, split_options(kCmd, o.data, nullptr));
+    const data::TransformPtr eval_tf = data::eval_transform(data.preprocess());
+    const Shape image = {data.train.image_shape()[0], data.image_size, data.image_size};   // (C, H, W) the model sees
+    data::DataLoader loader = train::train_loader(data, augment_of(o.data), o.batch, o.run.seed, o.data.workers);
     const int64_t spe = o.run.steps_per_epoch > 0 ? std::min(o.run.steps_per_epoch, loader.size()) : loader.size();
     std::printf("data   %s: %lld train, %lld test images %s, %lld classes\n", o.data.dataset.c_str(),
                 static_cast<long long>(data.train.size()), static_cast<long long>(data.test.size()),
@@ -136,7 +137,7 @@ int run_sparse_train(const std::vector<std::string>& argv) {
                     static_cast<long long>(offset + r.last->epoch), static_cast<long long>(total), out.c_str());
         return true;
     };
-    auto evaluate = [&] { return train::evaluate(*model, data.test, data.mean, data.std, o.run.eval_batch); };
+    auto evaluate = [&] { return train::evaluate(*model, data.eval_set(), eval_tf, o.run.eval_batch); };
 
     // ---- phase A: joint sparse training ----
     train::VrpgeStep vrpge(trainer, mask_gen);
@@ -228,7 +229,7 @@ int run_sparse_train(const std::vector<std::string>& argv) {
     sub_meta["epoch"] = fmt(total);
     const train::ExportedSubnet sub =
         train::export_subnetwork(*model, trainer.prunable, at.plan, sub_meta, out, image, o.run.seed);
-    const train::EvalResult check = train::evaluate(*sub.model, data.test, data.mean, data.std, o.run.eval_batch);
+    const train::EvalResult check = train::evaluate(*sub.model, data.eval_set(), eval_tf, o.run.eval_batch);
     log.write({{"phase", "export"}, {"params", sub.model->num_parameters()}, {"dense_params", model->num_parameters()},
                {"widths", sub.widths}, {"test_acc", check.accuracy}, {"last_test_acc", at.last_acc},
                {"best_test_acc", at.best_acc}, {"best_epoch", at.best_epoch}});

@@ -74,18 +74,21 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
     std::printf("%s\n", runtime_banner().c_str());
 
     // ---- data ----
-    const train::DataSplits data = train::load_splits(cmd, c.data.dataset, c.data.data, c.data.classes);
-    const Shape image = data.train.image_shape();   // (C, H, W)
-    if (image[1] != image[2])
-        throw Error(fmt(cmd, ": the models take square images, ", data.train.name, " has ", shape_str(image),
-                        "; hint: resize the folder's images"));
-    std::printf("data   %s: %lld train, %lld test images %s, %lld classes, normalise mean (%s) std (%s)\n",
-                c.data.dataset.c_str(), static_cast<long long>(data.train.size()),
-                static_cast<long long>(data.test.size()), shape_str(image).c_str(),
-                static_cast<long long>(data.train.num_classes), train::join_floats(data.mean).c_str(),
-                train::join_floats(data.std).c_str());
-    data::DataLoader loader =
-        train::train_loader(data, c.data.augment == "crop+flip", c.batch, c.run.seed, c.data.workers);
+    // A fine-tune keeps its backbone's preprocessing (resolution, interpolation, mean/std) unless flags say otherwise.
+    const auto* defaults = !finetune ? nullptr : start.resuming ? &start.resumed.model_metadata : &pretrained.model_metadata;
+    const train::DataSplits data =
+        train::load_splits(cmd, c.data.dataset, c.data.data, split_options(cmd, c.data, defaults));
+    const Shape image = {data.train.image_shape()[0], data.image_size, data.image_size};   // (C, H, W) the model sees
+    const data::ImageDataset& eval_set = data.eval_set();
+    std::printf("data   %s: %lld train, %lld val, %lld test images, %lld classes; %s at %lld px (eval crop_pct %g, "
+                "%s), normalise mean (%s) std (%s); evaluating on %s\n",
+                c.data.dataset.c_str(), static_cast<long long>(data.train.size()), static_cast<long long>(data.val.size()),
+                static_cast<long long>(data.test.size()), static_cast<long long>(data.train.num_classes),
+                data::augment_name(augment_of(c.data)).c_str(), static_cast<long long>(data.image_size), data.crop_pct,
+                data::interpolation_name(data.interpolation).c_str(), train::join_floats(data.mean).c_str(),
+                train::join_floats(data.std).c_str(), eval_set.name.c_str());
+    data::DataLoader loader = train::train_loader(data, augment_of(c.data), c.batch, c.run.seed, c.data.workers);
+    const data::TransformPtr eval_tf = data::eval_transform(data.preprocess());
     const int64_t spe = c.run.steps_per_epoch > 0 ? std::min(c.run.steps_per_epoch, loader.size()) : loader.size();
 
     // ---- model, optimizer, schedule ----
@@ -111,7 +114,7 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
                 "augment %s | label smoothing %g | clip %g | seed %lld\n",
                 o.opt.c_str(), o.lr, o.momentum, o.nesterov ? " nesterov" : "", o.wd, c.schedule.sched.c_str(),
                 c.warmup_epochs, static_cast<long long>(c.epochs), static_cast<long long>(spe),
-                static_cast<long long>(c.batch), c.data.augment.c_str(), c.label_smoothing, c.clip,
+                static_cast<long long>(c.batch), data::augment_name(augment_of(c.data)).c_str(), c.label_smoothing, c.clip,
                 static_cast<long long>(c.run.seed));
 
     train::FitOptions fo{.command = cmd, .epochs = c.epochs, .steps_per_epoch = spe, .batch = c.batch,
@@ -184,7 +187,7 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
     hooks.begin_epoch = [&](int64_t) {
         if (c.freeze_bn) freeze_batchnorm(*model);   // evaluate() switched the whole model back to train()
     };
-    hooks.evaluate = [&](int64_t) { return train::evaluate(*model, data.test, data.mean, data.std, c.run.eval_batch); };
+    hooks.evaluate = [&](int64_t) { return train::evaluate(*model, eval_set, eval_tf, c.run.eval_batch); };
     hooks.line = train::epoch_line;
     hooks.record = train::epoch_json;
     hooks.checkpoint = [&](const train::EpochSummary& r) {

@@ -24,7 +24,36 @@ Tensor ImageDataset::image(int64_t i) const {
     }
     RAZOR_CHECK(static_cast<int64_t>(files.size()) == size()) << name << ": " << files.size() << " files for "
                                                               << size() << " labels";
-    return decode_image_file(files[i], decode, file_image_shape);
+    const bool one_size = file_image_shape.size() == 3 && file_image_shape[1] > 0;
+    return decode_image_file(files[i], decode, one_size ? file_image_shape : Shape{});
+}
+
+ImageDataset select_rows(const ImageDataset& ds, const std::vector<int64_t>& rows, const std::string& name) {
+    ImageDataset out;
+    out.num_classes = ds.num_classes;
+    out.classes = ds.classes;
+    out.name = name;
+    const int64_t n = static_cast<int64_t>(rows.size());
+    out.labels = Tensor::empty({n}, DType::I64);
+    for (int64_t r = 0; r < n; ++r) {
+        if (rows[r] < 0 || rows[r] >= ds.size())
+            throw Error(fmt("select_rows(", ds.name, "): row ", rows[r], " is out of range for ", ds.size(), " images"));
+        out.labels.i64()[r] = ds.labels.i64()[rows[r]];
+    }
+    if (ds.in_memory()) {
+        const Shape s = ds.image_shape();   // (C, H, W)
+        const int64_t bytes = shape_numel(s);
+        out.images = Tensor::empty({n, s[0], s[1], s[2]}, DType::U8);
+        const Tensor src = ds.images.contiguous();
+        for (int64_t r = 0; r < n; ++r)
+            std::memcpy(out.images.data<uint8_t>() + r * bytes, src.data<uint8_t>() + rows[r] * bytes, bytes);
+    } else {
+        out.file_image_shape = ds.file_image_shape;
+    }
+    out.decode = ds.decode;
+    if (!ds.files.empty())
+        for (int64_t r : rows) out.files.push_back(ds.files[r]);
+    return out;
 }
 
 ImageDataset subset_classes(const ImageDataset& ds, const std::vector<int64_t>& keep) {
@@ -46,31 +75,16 @@ ImageDataset subset_classes(const ImageDataset& ds, const std::vector<int64_t>& 
         if (new_label[labels[i]] >= 0) rows.push_back(i);
     }
 
-    ImageDataset out;
-    out.num_classes = static_cast<int64_t>(keep.size());
-    for (int64_t c : keep) out.classes.push_back(c < static_cast<int64_t>(ds.classes.size()) ? ds.classes[c] : std::to_string(c));
     std::string list;
     for (size_t k = 0; k < keep.size(); ++k) {
         if (k) list += ',';
         list += std::to_string(keep[k]);
     }
-    out.name = ds.name + "[classes " + list + "]";
-    const int64_t n = static_cast<int64_t>(rows.size());
-    out.labels = Tensor::empty({n}, DType::I64);
-    for (int64_t r = 0; r < n; ++r) out.labels.i64()[r] = new_label[labels[rows[r]]];
-    if (ds.in_memory()) {
-        const Shape s = ds.image_shape();   // (C, H, W)
-        const int64_t bytes = shape_numel(s);
-        out.images = Tensor::empty({n, s[0], s[1], s[2]}, DType::U8);
-        const Tensor src = ds.images.contiguous();
-        for (int64_t r = 0; r < n; ++r)
-            std::memcpy(out.images.data<uint8_t>() + r * bytes, src.data<uint8_t>() + rows[r] * bytes, bytes);
-    } else {
-        out.file_image_shape = ds.file_image_shape;
-    }
-    out.decode = ds.decode;
-    if (!ds.files.empty())
-        for (int64_t r : rows) out.files.push_back(ds.files[r]);
+    ImageDataset out = select_rows(ds, rows, ds.name + "[classes " + list + "]");
+    out.num_classes = static_cast<int64_t>(keep.size());
+    out.classes.clear();
+    for (int64_t c : keep) out.classes.push_back(c < static_cast<int64_t>(ds.classes.size()) ? ds.classes[c] : std::to_string(c));
+    for (int64_t r = 0; r < out.size(); ++r) out.labels.i64()[r] = new_label[labels[rows[r]]];
     return out;
 }
 

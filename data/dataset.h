@@ -36,7 +36,8 @@ struct ImageDataset {
     // files[i] with `decode` to file_image_shape whenever image(i) is asked for.
     std::vector<std::string> files;
     ImageDecode decode;
-    Shape file_image_shape;               // (C, H, W) every decoded file is brought to
+    Shape file_image_shape;               // (C, H, W) every decoded file is brought to; (C, 0, 0): sizes vary, each
+                                          // image keeps its own (ImageFolderOptions::any_size)
 
     int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
     bool in_memory() const { return images.defined(); }
@@ -44,6 +45,10 @@ struct ImageDataset {
     // Image i as (C, H, W) u8: a view into `images` (no copy) or a freshly decoded file.
     Tensor image(int64_t i) const;
 };
+
+// The images `rows` of `ds` (indices, in the order given; pixels copied for an in-memory set, paths for an on-disk
+// one) with their labels and the same classes; `name` names the result.
+ImageDataset select_rows(const ImageDataset& ds, const std::vector<int64_t>& rows, const std::string& name);
 
 // The classes `keep` (old label indices) of `ds`, relabelled 0..k-1 in the order given, every other image dropped.
 // Image order is kept. Example: subset_classes(cifar10, {2, 3, 4, 5, 6, 7}) -> the 6 animal classes, bird = 0.

@@ -74,6 +74,9 @@ ImageDataset load_image_folder(const std::string& root, const std::string& split
         throw Error(fmt("image folder ", dir.string(), ": ImageDecode size ", decode.height, "x", decode.width,
                         ", max_side ", decode.max_side, "; expected both sides > 0 (resize) or both 0 (keep), "
                         "max_side >= 1; a size with only one side set is not supported"));
+    if (options.any_size && options.in_memory)
+        throw Error(fmt("image folder ", dir.string(), ": ImageFolderOptions.any_size needs in_memory = false (images "
+                        "of different sizes do not fit one tensor)"));
     if (!fs::is_directory(dir)) {
         const std::string found = fs::is_directory(root) ? join(sorted_entries(root, true)) : std::string("(root missing)");
         throw Error(fmt("image folder: ", dir.string(), " is not a folder; expected ROOT/SPLIT/CLASS/*.jpg; splits in ",
@@ -108,7 +111,9 @@ ImageDataset load_image_folder(const std::string& root, const std::string& split
             const Shape shape = {decode.channels, decode.height > 0 ? decode.height : info.height,
                                  decode.width > 0 ? decode.width : info.width};
             if (i == 0) ds.file_image_shape = shape;
-            else if (shape != ds.file_image_shape)
+            else if (shape != ds.file_image_shape && options.any_size)
+                ds.file_image_shape = {decode.channels, 0, 0};   // sizes vary: each image keeps its own
+            else if (shape != ds.file_image_shape && !options.any_size)
                 throw Error(fmt(ds.files[i], ": image is ", shape_str(shape), " (C, H, W), expected ",
                                 shape_str(ds.file_image_shape), " like ", ds.files[0],
                                 "; hint: set ImageDecode height and width to resize every image"));

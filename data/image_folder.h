@@ -9,7 +9,7 @@
 // Checks, each naming the file: the header is read first (stbi_info) and a declared width or height above
 // ImageDecode::max_side (default 8192) or a channel count outside 1..4 is refused before any pixel is decoded, so a
 // corrupt or hostile header cannot drive a huge allocation; data that fails to decode after a valid header is
-// "corrupt image data"; without a resize size every image must have the first image's size.
+// "corrupt image data"; without a resize size every image must have the first image's size, unless any_size.
 #pragma once
 
 #include <string>
@@ -22,6 +22,8 @@ struct ImageFolderOptions {
     ImageDecode decode;        // channels, resize size (0 = keep, all equal), max_side
     bool in_memory = true;     // true: decode every image now (OpenMP); false: keep the paths (headers checked now)
                                // and decode each image when a DataLoader batch needs it
+    bool any_size = false;     // on disk only: images may differ in size (each decodes to its own; the transforms
+                               // bring them to one); file_image_shape is (C, H, W) if all agree, else (C, 0, 0)
 };
 
 // Reads ROOT/SPLIT/<class>/*.{jpg,jpeg,png} (extension case-insensitive; other files are skipped).

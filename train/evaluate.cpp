@@ -26,14 +26,17 @@ int64_t count_correct(const Tensor& logits, const Tensor& labels) {
 
 EvalResult evaluate(nn::Module& model, const data::ImageDataset& ds, const std::vector<float>& mean,
                     const std::vector<float>& std, int64_t batch) {
+    return evaluate(model, ds, data::compose({data::to_float_transform(), data::normalize_transform(mean, std)}), batch);
+}
+
+EvalResult evaluate(nn::Module& model, const data::ImageDataset& ds, const data::TransformPtr& transform, int64_t batch) {
     EvalResult r;
     r.class_correct.assign(ds.num_classes, 0);
     r.class_total.assign(ds.num_classes, 0);
     const bool was_training = model.is_training();
     NoGradGuard no_grad;
     model.eval();
-    data::DataLoader loader(ds, data::compose({data::to_float_transform(), data::normalize_transform(mean, std)}),
-                            {.batch_size = batch, .shuffle = false, .drop_last = false, .workers = 1});
+    data::DataLoader loader(ds, transform, {.batch_size = batch, .shuffle = false, .drop_last = false, .workers = 1});
     const auto start = std::chrono::steady_clock::now();
     double loss_sum = 0;
     for (data::Batch& b : loader) {

@@ -8,6 +8,7 @@
 
 #include "core/tensor.h"
 #include "data/dataset.h"
+#include "data/transforms.h"
 #include "nn/module.h"
 
 namespace razor::train {
@@ -25,5 +26,8 @@ struct EvalResult {
 // model's training flag. Loss is the mean cross-entropy (no label smoothing).
 EvalResult evaluate(nn::Module& model, const data::ImageDataset& ds, const std::vector<float>& mean,
                     const std::vector<float>& std, int64_t batch);
+// The same with each image fed through `transform` (u8 (C, H, W) -> f32; e.g. data::eval_transform, which brings
+// images of any size to the model's resolution).
+EvalResult evaluate(nn::Module& model, const data::ImageDataset& ds, const data::TransformPtr& transform, int64_t batch);
 
 }  // namespace razor::train

@@ -88,6 +88,22 @@ int run_command(int (*command)(const std::vector<std::string>&), const std::vect
     }
 }
 
+std::string run_ok(int (*command)(const std::vector<std::string>&), const std::vector<std::string>& args) {
+    int rc = -1;
+    std::string error;
+    std::string out = capture_stdout([&] {
+        try {
+            rc = run_command(command, args);
+        } catch (const std::exception& e) {
+            error = e.what();
+        }
+    });
+    INFO(out);
+    REQUIRE_MESSAGE(error.empty(), error);
+    REQUIRE(rc == 0);
+    return out;
+}
+
 std::vector<nlohmann::json> read_jsonl(const std::string& path) {
     std::vector<nlohmann::json> lines;
     std::ifstream in(path);
@@ -106,22 +122,6 @@ bool same_tensors(const std::map<std::string, Tensor>& a, const std::map<std::st
         if (x.nbytes() && std::memcmp(x.storage()->data, y.storage()->data, x.nbytes()) != 0) return false;
     }
     return true;
-}
-
-std::string run_ok(int (*command)(const std::vector<std::string>&), const std::vector<std::string>& args) {
-    int rc = -1;
-    std::string error;
-    std::string out = capture_stdout([&] {
-        try {
-            rc = run_command(command, args);
-        } catch (const std::exception& e) {
-            error = e.what();
-        }
-    });
-    INFO(out);
-    REQUIRE_MESSAGE(error.empty(), error);
-    REQUIRE(rc == 0);
-    return out;
 }
 
 }  // namespace razor::test
