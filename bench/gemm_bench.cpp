@@ -1,6 +1,7 @@
 // bench/gemm_bench.cpp -- razor's GEMM engines side by side on the products razor's models run.
 //
-// Engines: Eigen 3.4 (the fallback engine), razor's AVX-512 kernel (core/gemm_avx512.cpp) and, when CMake found
+// Engines: Eigen 3.4 (the generic engine), razor's AVX2 (core/gemm_avx2.cpp) and AVX-512 (core/gemm_avx512.cpp)
+// kernels where the CPU runs them (isa_supported; RAZOR_ISA does not hide them here) and, when CMake found
 // Debian's OpenBLAS, its cblas_sgemm. Every case times the engines in turn, rep by rep (alternating, so a
 // neighbour's load hits them alike), and reports medians as GFLOP/s; the ratios are the evidence on a shared machine.
 //
@@ -73,6 +74,15 @@ std::vector<Case> cases() {
     conv("compact 128->67 T64", 128, 67, 64, 9);
     conv("compact 67->128 T64", 67, 128, 64, 9);
     conv("vgg 512->512 T16", 512, 512, 16, 9);
+    // resnet50 at 224 px (batch 32): bottleneck 3x3 and 1x1 convs per image, T = the stage's positions capped at 256
+    conv("r50 3x3 64->64 T256", 64, 64, 256, 9);
+    conv("r50 3x3 128->128 T256", 128, 128, 256, 9);
+    conv("r50 3x3 256->256 T196", 256, 256, 196, 9);
+    conv("r50 3x3 512->512 T49", 512, 512, 49, 9);
+    conv("r50 1x1 256->64 T256", 256, 64, 256, 1);
+    conv("r50 1x1 64->256 T256", 64, 256, 256, 1);
+    conv("r50 1x1 1024->256 T196", 1024, 256, 196, 1);
+    conv("r50 1x1 512->2048 T49", 512, 2048, 49, 1);
     auto lin = [&](const char* name, int64_t M, int64_t in, int64_t out) {
         list.push_back({"linear", std::string(name) + " fwd", false, true, M, out, in, 0.f, false});
         list.push_back({"linear", std::string(name) + " gx", false, false, M, in, out, 0.f, false});
@@ -91,7 +101,7 @@ std::vector<Case> cases() {
 
 struct Engine {
     const char* name;
-    int id;   // 0 Eigen, 1 AVX-512, 2 OpenBLAS
+    int id;   // 0 Eigen, 1 AVX-512, 2 OpenBLAS, 3 AVX2
 };
 
 struct Operands {
@@ -120,7 +130,8 @@ void call(const Engine& e, const Case& c, Operands& o) {
         return;
     }
 #endif
-    gemm_with(e.id == 0 ? GemmEngine::Eigen : GemmEngine::Avx512, c.ta, c.tb, c.M, c.N, c.K, 1.f, o.A.data(), o.lda,
+    const GemmEngine engine = e.id == 0 ? GemmEngine::Eigen : e.id == 3 ? GemmEngine::Avx2 : GemmEngine::Avx512;
+    gemm_with(engine, c.ta, c.tb, c.M, c.N, c.K, 1.f, o.A.data(), o.lda,
               o.B.data(), o.ldb, c.beta, o.C.data(), o.ldc);
 }
 
@@ -168,6 +179,7 @@ int main(int argc, char** argv) {
     }
     set_num_threads(threads);
     std::vector<Engine> engines = {{"Eigen", 0}};
+    if (gemm_engine_available(GemmEngine::Avx2)) engines.push_back({"razor AVX2", 3});
     if (gemm_engine_available(GemmEngine::Avx512)) engines.push_back({"razor AVX-512", 1});
 #ifdef RAZOR_BENCH_OPENBLAS
     engines.push_back({"OpenBLAS", 2});
@@ -177,7 +189,7 @@ int main(int argc, char** argv) {
                 runtime_banner().c_str(), threads, reps);
     std::printf("| group | product | M x N x K | op |");
     for (const Engine& e : engines) std::printf(" %s GFLOP/s |", e.name);
-    std::printf(" AVX-512 / Eigen |\n|---|---|---|---|");
+    std::printf(" %s / Eigen |\n|---|---|---|---|", engines.size() > 1 ? engines[1].name : "Eigen");
     for (size_t e = 0; e < engines.size(); ++e) std::printf("---:|");
     std::printf("---:|\n");
     Generator gen(1);

@@ -1,0 +1,251 @@
+// core/gemm_avx2.cpp -- razor's AVX2+FMA GEMM: C = alpha op(A) op(B) + beta C (see gemm.h, gemm.cpp).
+//
+// reference: BLAS sgemm; the blocking follows the BLIS papers (Van Zee & van de Geijn, "BLIS: A Framework for
+// Rapidly Instantiating BLAS Functionality", 2015), as gemm_avx512.cpp does. docs: docs/bench-ops.md "GEMM engine".
+// Compiled with -mavx2 -mfma whatever the baseline (CMakeLists.txt); gemm.cpp calls it only where cpu_isa() has avx2.
+//
+// Derivation. C (M, N) is row-major; the micro-kernel keeps an R x 16 tile of C in registers (2 ymm per row), and
+// one step k of the K loop is the rank-1 update
+//     tile(i, :) += op(A)(i, k) * op(B)(k, 0..15)        for i < R
+// (2 loads of op(B)'s row k, R broadcasts, 2R FMAs). With 16 ymm registers, R = 6 (MR) takes 12 accumulators, 2
+// for op(B)'s row and 1 for the broadcast: 15. Zen 3 and the Intel cores since Haswell retire two 256-bit FMAs per
+// cycle with a 4-5 cycle latency, so >= 10 independent accumulators keep both pipes busy, and 8 loads per 12 FMAs
+// stay under the 2-3 loads per cycle. The last rows of a matrix run a 4- or 2-row tile (8 or 4 accumulators), so a
+// conv with OC = 16 runs 6 + 6 + 4 rows, not 18.
+//
+// Operands as the kernel reads them (as in gemm_avx512.cpp, which has masked loads where this file has copies):
+//   op(A): in place, broadcast from A[k * lda + i] (stored (K, M)) or A[i * lda + k] (stored (M, K); gemm_rows:
+//          A[a_rows[i] + k]); rows past M repeat the last row (computed, never stored).
+//   op(B): in place when stored (K, N); stored (N, K) (trans_b) it is packed once per call into 16-column panels,
+//          k-major (panel[k * 16 + j]), by 8 x 8 register transposes, zero past N, shared by all threads.
+//   Edges: a tile with fewer than 16 columns copies its op(B) rows (in place only) and its C rows into zero-padded
+//          16-wide scratch, runs the same kernel, and copies the n columns back: AVX2 has no cheap masked store.
+// Blocking: KC = 256 steps per pass over C (an MR x KC block of A, 6 KiB, stays in the 32 KiB L1 while the kernel
+// sweeps NC = 240 columns of B, a 256 x 240 block = 240 KiB in the 512 KiB L2). The first K block applies beta,
+// later ones add (beta = 1), so beta == 0 never reads C. Threads split C's rows (or columns when M < N) as in the
+// AVX-512 kernel, and each element sums k = 0..K-1 in KC blocks whatever the thread count.
+#include "core/gemm.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace razor::detail {
+namespace {
+
+constexpr int MR = 6, NR = 16;
+constexpr int64_t KC = 256, NC = 15 * NR;
+
+struct Operands {
+    bool trans_a;
+    int64_t M, N, K;
+    float alpha;
+    const float* A;
+    int64_t lda;
+    const float* B;
+    int64_t ldb;
+    float beta;
+    float* C;
+    int64_t ldc;
+    const float* b_packed;   // op(B) in NR-column panels (trans_b), else null: B is read in place
+    const int64_t* a_rows;   // row i of A (M, K) at A + a_rows[i] (gemm_rows), else as lda says
+    const int64_t* b_rows;   // stored row r of B at B + b_rows[r] (gemm_rows), else at B + r * ldb
+    int64_t b_row(int64_t r) const { return b_rows ? b_rows[r] : r * ldb; }
+};
+
+// c (m <= R rows, 16 columns, row stride ldc) = alpha * a(R, kc) . b(kc, 16) + beta * c.
+// a: element (i, k) at a[row[i] + k * step]; b: row k at b + b_off[k], 16 readable floats.
+template <int R>
+void micro_kernel(int64_t kc, const float* a, const int64_t* row, int64_t step, const float* b,
+                  const int64_t* b_off, float* c, int64_t ldc, int m, float alpha, float beta) {
+    __m256 acc[R][2];
+#pragma GCC unroll 6
+    for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < kc; ++k, a += step) {
+        const float* bk = b + b_off[k];
+        const __m256 b0 = _mm256_loadu_ps(bk), b1 = _mm256_loadu_ps(bk + 8);
+#pragma GCC unroll 6
+        for (int i = 0; i < R; ++i) {
+            const __m256 ai = _mm256_broadcast_ss(a + row[i]);
+            acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+            acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+        }
+    }
+    const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+#pragma GCC unroll 6
+    for (int i = 0; i < R; ++i) {
+        if (i >= m) break;
+        float* ci = c + i * ldc;
+        __m256 r0 = _mm256_mul_ps(acc[i][0], va), r1 = _mm256_mul_ps(acc[i][1], va);
+        if (beta != 0.f) {
+            r0 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(ci), r0);
+            r1 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(ci + 8), r1);
+        }
+        _mm256_storeu_ps(ci, r0);
+        _mm256_storeu_ps(ci + 8, r1);
+    }
+}
+
+// The kernel with the tile height that fits m rows (6, 4 or 2).
+void tile(int64_t kc, const float* a, const int64_t* row, int64_t step, const float* b, const int64_t* b_off, float* c,
+          int64_t ldc, int m, float alpha, float beta) {
+    if (m > 4) micro_kernel<6>(kc, a, row, step, b, b_off, c, ldc, m, alpha, beta);
+    else if (m > 2) micro_kernel<4>(kc, a, row, step, b, b_off, c, ldc, m, alpha, beta);
+    else micro_kernel<2>(kc, a, row, step, b, b_off, c, ldc, m, alpha, beta);
+}
+
+// A tile of n < 16 columns: op(B)'s rows (when read in place) and C's rows through zero-padded 16-wide scratch.
+void edge_tile(int64_t kc, const float* a, const int64_t* row, int64_t step, const float* b, const int64_t* b_off,
+               bool packed, float* c, int64_t ldc, int m, int n, float alpha, float beta) {
+    alignas(32) float bt[KC * NR];   // (kc, 16)
+    alignas(32) float ct[MR * NR];   // (m, 16)
+    int64_t seq[KC];
+    if (!packed) {
+        for (int64_t k = 0; k < kc; ++k) {
+            std::memcpy(bt + k * NR, b + b_off[k], sizeof(float) * n);
+            std::fill(bt + k * NR + n, bt + (k + 1) * NR, 0.f);
+            seq[k] = k * NR;
+        }
+        b = bt, b_off = seq;
+    }
+    if (beta != 0.f)
+        for (int i = 0; i < m; ++i) std::memcpy(ct + i * NR, c + i * ldc, sizeof(float) * n);
+    tile(kc, a, row, step, b, b_off, ct, NR, m, alpha, beta);
+    for (int i = 0; i < m; ++i) std::memcpy(c + i * ldc, ct + i * NR, sizeof(float) * n);
+}
+
+// 8 x 8 transpose in registers: r[j] holds row j on entry, column j on exit.
+inline void transpose8(__m256 (&r)[8]) {
+    __m256 t[8], s[8];
+    for (int i = 0; i < 4; ++i) {   // interleave 32-bit elements of row pairs
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int h = 0; h < 2; ++h) {   // 64-bit pairs: rows 0-3 (h = 0) and 4-7 (h = 1)
+        const int q = 4 * h;
+        s[q] = _mm256_shuffle_ps(t[q], t[q + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        s[q + 1] = _mm256_shuffle_ps(t[q], t[q + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        s[q + 2] = _mm256_shuffle_ps(t[q + 1], t[q + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        s[q + 3] = _mm256_shuffle_ps(t[q + 1], t[q + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int i = 0; i < 4; ++i) {   // 128-bit halves: rows 0-3 with 4-7
+        r[i] = _mm256_permute2f128_ps(s[i], s[4 + i], 0x20);
+        r[4 + i] = _mm256_permute2f128_ps(s[i], s[4 + i], 0x31);
+    }
+}
+
+// Panel jp of op(B) = B^T (B stored (N, K)): columns jp*NR .. +NR, all K steps, into dst[k][NR], zero past N.
+// Full 8 x 8 blocks by register transposes, the ragged rest element by element.
+void pack_b_panel(const Operands& p, int64_t jp, float* dst) {
+    for (int v = 0; v < NR / 8; ++v) {
+        const int64_t jv = jp * NR + 8 * v;
+        const int cols = static_cast<int>(std::clamp<int64_t>(p.N - jv, 0, 8));
+        int64_t k0 = 0;
+        if (cols == 8)
+            for (; k0 + 8 <= p.K; k0 += 8) {
+                __m256 r[8];
+                for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(p.B + p.b_row(jv + j) + k0);
+                transpose8(r);
+                for (int k = 0; k < 8; ++k) _mm256_store_ps(dst + (k0 + k) * NR + 8 * v, r[k]);
+            }
+        for (int64_t k = k0; k < p.K; ++k)
+            for (int j = 0; j < 8; ++j) dst[k * NR + 8 * v + j] = j < cols ? p.B[p.b_row(jv + j) + k] : 0.f;
+    }
+}
+
+// C rows m0 .. m1, columns n0 .. n1 (n0 a multiple of NR), on the calling thread.
+void compute_block(const Operands& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    // op(A)(i, k): A[k * lda + i] (A stored (K, M)) or A[i * lda + k] (stored (M, K))
+    const int64_t a_row = p.trans_a ? 1 : p.lda, a_step = p.trans_a ? p.lda : 1;
+    for (int64_t jc = n0; jc < n1; jc += NC) {
+        const int64_t nc = std::min(NC, n1 - jc);
+        for (int64_t pc = 0; pc < p.K; pc += KC) {
+            const int64_t kc = std::min(KC, p.K - pc);
+            const float beta = pc == 0 ? p.beta : 1.f;
+            int64_t b_off[KC];   // row k of this K block, relative to the tile's first column
+            for (int64_t k = 0; k < kc; ++k) b_off[k] = p.b_packed ? k * NR : p.b_row(pc + k);
+            for (int64_t i0 = m0; i0 < m1; i0 += MR) {
+                const int m = static_cast<int>(std::min<int64_t>(MR, m1 - i0));
+                int64_t row[MR];   // offsets of the tile's rows of op(A), from a
+                const float* a = p.A + pc * a_step;
+                for (int i = 0; i < MR; ++i) {
+                    const int64_t r = i0 + std::min(i, m - 1);
+                    row[i] = p.a_rows ? p.a_rows[r] : r * a_row;
+                }
+                for (int64_t jr = 0; jr < nc; jr += NR) {
+                    const int64_t j = jc + jr;
+                    const int n = static_cast<int>(std::min<int64_t>(NR, jc + nc - j));
+                    const float* b = p.b_packed ? p.b_packed + (j / NR) * p.K * NR + pc * NR : p.B + j;
+                    float* c = p.C + i0 * p.ldc + j;
+                    if (n == NR) tile(kc, a, row, a_step, b, b_off, c, p.ldc, m, p.alpha, beta);
+                    else edge_tile(kc, a, row, a_step, b, b_off, p.b_packed, c, p.ldc, m, n, p.alpha, beta);
+                }
+            }
+        }
+    }
+}
+
+// The packed op(B) of one call: 32-byte aligned, grown as needed, one per calling thread.
+struct PanelBuffer {
+    float* data = nullptr;
+    int64_t size = 0;
+    ~PanelBuffer() { std::free(data); }
+    float* get(int64_t n) {
+        if (n > size) {
+            std::free(data);
+            data = static_cast<float*>(std::aligned_alloc(32, (static_cast<size_t>(n) * sizeof(float) + 31) / 32 * 32));
+            size = n;
+        }
+        return data;
+    }
+};
+
+}  // namespace
+
+void gemm_avx2(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+               const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int threads, const int64_t* a_rows,
+               const int64_t* b_rows) {
+    Operands p{trans_a, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr, a_rows, b_rows};
+    const int64_t panels = (N + NR - 1) / NR;
+    thread_local PanelBuffer b_buffer;   // the calling thread's; shared with the team through p.b_packed
+    float* b_packed = trans_b ? b_buffer.get(panels * K * NR) : nullptr;
+    p.b_packed = b_packed;
+    // Work split: rows of C in multiples of MR, or (C wide) columns in multiples of NR.
+    const bool split_rows = M >= N;
+    const int64_t unit = split_rows ? MR : NR, units = split_rows ? (M + MR - 1) / MR : panels;
+#ifdef _OPENMP
+    const int parts = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, units)));
+#else
+    const int parts = 1;
+#endif
+    auto run = [&](int t) {
+        if (b_packed)
+            for (int64_t jp = t; jp < panels; jp += parts) pack_b_panel(p, jp, b_packed + jp * K * NR);
+        if (parts > 1) {
+#pragma omp barrier
+        }
+        const int64_t lo = units * t / parts * unit, hi = units * (t + 1) / parts * unit;
+        if (split_rows) compute_block(p, lo, std::min(hi, M), 0, N);
+        else compute_block(p, 0, M, lo, std::min(hi, N));
+    };
+    if (parts == 1) {
+        run(0);
+        return;
+    }
+#ifdef _OPENMP
+#pragma omp parallel num_threads(parts)
+    run(omp_get_thread_num());
+#endif
+}
+
+}  // namespace razor::detail
+
+#endif  // __AVX2__ && __FMA__
