@@ -17,13 +17,15 @@
 //          gW = gy^T x (TN), one product split over --threads threads by the engine.
 //   attn   one head's scores (65 x 64) . (64 x 65)^T and values (65 x 65) . (65 x 64), single-threaded.
 //
-//   razor_gemm_bench [--threads N] [--reps R] [--filter SUBSTRING]
-// Run with OMP_WAIT_POLICY=passive on a shared machine.
+//   razor_gemm_bench [--threads N] [--reps R] [--filter SUBSTRING] [--cpu-time]
+// Run with OMP_WAIT_POLICY=passive on a shared machine. --cpu-time (with --threads 1) times the calling thread's CPU
+// time instead of the wall clock: on a crowded machine it leaves out the time the thread waited for a core.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -135,17 +137,24 @@ void call(const Engine& e, const Case& c, Operands& o) {
               o.B.data(), o.ldb, c.beta, o.C.data(), o.ldc);
 }
 
-double now_s() {
+// Seconds on the wall clock, or (cpu_time) on the calling thread's CPU-time clock.
+double now_s(bool cpu_time) {
+    if (cpu_time) {
+        timespec t{};
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+        return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+    }
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // Seconds per product: `iters` products back to back. Per-thread cases run them on every thread at once, each on
 // its own operands (per[t]), as conv2d's batch loop does.
-double time_once(const Engine& e, const Case& c, std::vector<Operands>& per, int64_t iters, int threads) {
+double time_once(const Engine& e, const Case& c, std::vector<Operands>& per, int64_t iters, int threads,
+                 bool cpu_time) {
 #ifdef RAZOR_BENCH_OPENBLAS
     if (e.id == 2) openblas_set_num_threads(c.per_thread ? 1 : threads);
 #endif
-    const double t0 = now_s();
+    const double t0 = now_s(cpu_time);
     if (c.per_thread) {
 #pragma omp parallel num_threads(threads)
         {
@@ -159,21 +168,23 @@ double time_once(const Engine& e, const Case& c, std::vector<Operands>& per, int
     } else {
         for (int64_t i = 0; i < iters; ++i) call(e, c, per[0]);
     }
-    return (now_s() - t0) / static_cast<double>(iters);
+    return (now_s(cpu_time) - t0) / static_cast<double>(iters);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
     int threads = 2, reps = 7;
+    bool cpu_time = false;
     std::string filter;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
         else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
         else if (a == "--filter" && i + 1 < argc) filter = argv[++i];
+        else if (a == "--cpu-time") cpu_time = true;
         else {
-            std::fprintf(stderr, "usage: razor_gemm_bench [--threads N] [--reps R] [--filter SUBSTRING]\n");
+            std::fprintf(stderr, "usage: razor_gemm_bench [--threads N] [--reps R] [--filter SUBSTRING] [--cpu-time]\n");
             return 2;
         }
     }
@@ -199,12 +210,12 @@ int main(int argc, char** argv) {
         for (int t = 0; t < (c.per_thread ? threads : 1); ++t) per.push_back(make(c, gen));
         const double flops = 2.0 * c.M * c.N * c.K;
         // Iterations per rep: about 20 ms of Eigen work (warm-up call included).
-        const double probe = time_once(engines[0], c, per, 1, threads);
+        const double probe = time_once(engines[0], c, per, 1, threads, cpu_time);
         const int64_t iters = std::max<int64_t>(1, static_cast<int64_t>(0.02 / std::max(probe, 1e-7)));
         std::vector<std::vector<double>> times(engines.size());
-        for (size_t e = 0; e < engines.size(); ++e) time_once(engines[e], c, per, std::max<int64_t>(1, iters / 4), threads);
+        for (size_t e = 0; e < engines.size(); ++e) time_once(engines[e], c, per, std::max<int64_t>(1, iters / 4), threads, cpu_time);
         for (int r = 0; r < reps; ++r)
-            for (size_t e = 0; e < engines.size(); ++e) times[e].push_back(time_once(engines[e], c, per, iters, threads));
+            for (size_t e = 0; e < engines.size(); ++e) times[e].push_back(time_once(engines[e], c, per, iters, threads, cpu_time));
         std::vector<double> gflops;
         for (auto& t : times) {
             std::sort(t.begin(), t.end());

@@ -18,8 +18,10 @@
 //          A[a_rows[i] + k]); rows past M repeat the last row (computed, never stored).
 //   op(B): in place when stored (K, N); stored (N, K) (trans_b) it is packed once per call into 16-column panels,
 //          k-major (panel[k * 16 + j]), by 8 x 8 register transposes, zero past N, shared by all threads.
-//   Edges: a tile with fewer than 16 columns copies its op(B) rows (in place only) and its C rows into zero-padded
-//          16-wide scratch, runs the same kernel, and copies the n columns back: AVX2 has no cheap masked store.
+//   Edges: the last panel of a block, narrower than 16 columns, is copied once per K block into zero-padded 16-wide
+//          scratch (when op(B) is read in place; packed panels are padded already); its tiles run the 8-column
+//          kernel (n <= 8) or the 16-column one into a 16-wide C scratch, and copy the n columns back: AVX2 has no
+//          cheap masked store.
 // Blocking: KC = 256 steps per pass over C (an MR x KC block of A, 6 KiB, stays in the 32 KiB L1 while the kernel
 // sweeps NC = 240 columns of B, a 256 x 240 block = 240 KiB in the 512 KiB L2). The first K block applies beta,
 // later ones add (beta = 1), so beta == 0 never reads C. Threads split C's rows (or columns when M < N) as in the
@@ -61,22 +63,23 @@ struct Operands {
     int64_t b_row(int64_t r) const { return b_rows ? b_rows[r] : r * ldb; }
 };
 
-// c (m <= R rows, 16 columns, row stride ldc) = alpha * a(R, kc) . b(kc, 16) + beta * c.
-// a: element (i, k) at a[row[i] + k * step]; b: row k at b + b_off[k], 16 readable floats.
-template <int R>
+// c (m <= R rows, 8 V columns, row stride ldc) = alpha * a(R, kc) . b(kc, 8 V) + beta * c, V = 1 or 2 vectors.
+// a: element (i, k) at a[row[i] + k * step]; b: row k at b + b_off[k], 8 V readable floats.
+template <int R, int V>
 void micro_kernel(int64_t kc, const float* a, const int64_t* row, int64_t step, const float* b,
                   const int64_t* b_off, float* c, int64_t ldc, int m, float alpha, float beta) {
-    __m256 acc[R][2];
+    __m256 acc[R][V];
 #pragma GCC unroll 6
-    for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    for (int i = 0; i < R; ++i)
+        for (int v = 0; v < V; ++v) acc[i][v] = _mm256_setzero_ps();
     for (int64_t k = 0; k < kc; ++k, a += step) {
         const float* bk = b + b_off[k];
-        const __m256 b0 = _mm256_loadu_ps(bk), b1 = _mm256_loadu_ps(bk + 8);
+        __m256 bv[V];
+        for (int v = 0; v < V; ++v) bv[v] = _mm256_loadu_ps(bk + 8 * v);
 #pragma GCC unroll 6
         for (int i = 0; i < R; ++i) {
             const __m256 ai = _mm256_broadcast_ss(a + row[i]);
-            acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
-            acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+            for (int v = 0; v < V; ++v) acc[i][v] = _mm256_fmadd_ps(ai, bv[v], acc[i][v]);
         }
     }
     const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
@@ -84,41 +87,32 @@ void micro_kernel(int64_t kc, const float* a, const int64_t* row, int64_t step, 
     for (int i = 0; i < R; ++i) {
         if (i >= m) break;
         float* ci = c + i * ldc;
-        __m256 r0 = _mm256_mul_ps(acc[i][0], va), r1 = _mm256_mul_ps(acc[i][1], va);
-        if (beta != 0.f) {
-            r0 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(ci), r0);
-            r1 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(ci + 8), r1);
+        for (int v = 0; v < V; ++v) {
+            __m256 r = _mm256_mul_ps(acc[i][v], va);
+            if (beta != 0.f) r = _mm256_fmadd_ps(vb, _mm256_loadu_ps(ci + 8 * v), r);
+            _mm256_storeu_ps(ci + 8 * v, r);
         }
-        _mm256_storeu_ps(ci, r0);
-        _mm256_storeu_ps(ci + 8, r1);
     }
 }
 
-// The kernel with the tile height that fits m rows (6, 4 or 2).
+// The kernel with the tile height that fits m rows (6, 4 or 2) and V vectors of columns.
+template <int V>
 void tile(int64_t kc, const float* a, const int64_t* row, int64_t step, const float* b, const int64_t* b_off, float* c,
           int64_t ldc, int m, float alpha, float beta) {
-    if (m > 4) micro_kernel<6>(kc, a, row, step, b, b_off, c, ldc, m, alpha, beta);
-    else if (m > 2) micro_kernel<4>(kc, a, row, step, b, b_off, c, ldc, m, alpha, beta);
-    else micro_kernel<2>(kc, a, row, step, b, b_off, c, ldc, m, alpha, beta);
+    if (m > 4) micro_kernel<6, V>(kc, a, row, step, b, b_off, c, ldc, m, alpha, beta);
+    else if (m > 2) micro_kernel<4, V>(kc, a, row, step, b, b_off, c, ldc, m, alpha, beta);
+    else micro_kernel<2, V>(kc, a, row, step, b, b_off, c, ldc, m, alpha, beta);
 }
 
-// A tile of n < 16 columns: op(B)'s rows (when read in place) and C's rows through zero-padded 16-wide scratch.
+// A tile of n < 16 columns, with op(B)'s block b already zero-padded to 16 columns (packed, or edge_panel): the
+// 8- or 16-column kernel into 16-wide scratch, then the n columns of C copied in and out.
 void edge_tile(int64_t kc, const float* a, const int64_t* row, int64_t step, const float* b, const int64_t* b_off,
-               bool packed, float* c, int64_t ldc, int m, int n, float alpha, float beta) {
-    alignas(32) float bt[KC * NR];   // (kc, 16)
+               float* c, int64_t ldc, int m, int n, float alpha, float beta) {
     alignas(32) float ct[MR * NR];   // (m, 16)
-    int64_t seq[KC];
-    if (!packed) {
-        for (int64_t k = 0; k < kc; ++k) {
-            std::memcpy(bt + k * NR, b + b_off[k], sizeof(float) * n);
-            std::fill(bt + k * NR + n, bt + (k + 1) * NR, 0.f);
-            seq[k] = k * NR;
-        }
-        b = bt, b_off = seq;
-    }
     if (beta != 0.f)
         for (int i = 0; i < m; ++i) std::memcpy(ct + i * NR, c + i * ldc, sizeof(float) * n);
-    tile(kc, a, row, step, b, b_off, ct, NR, m, alpha, beta);
+    if (n <= 8) tile<1>(kc, a, row, step, b, b_off, ct, NR, m, alpha, beta);
+    else tile<2>(kc, a, row, step, b, b_off, ct, NR, m, alpha, beta);
     for (int i = 0; i < m; ++i) std::memcpy(c + i * ldc, ct + i * NR, sizeof(float) * n);
 }
 
@@ -172,6 +166,16 @@ void compute_block(const Operands& p, int64_t m0, int64_t m1, int64_t n0, int64_
             const float beta = pc == 0 ? p.beta : 1.f;
             int64_t b_off[KC];   // row k of this K block, relative to the tile's first column
             for (int64_t k = 0; k < kc; ++k) b_off[k] = p.b_packed ? k * NR : p.b_row(pc + k);
+            // A last panel narrower than NR, read in place: its kc rows copied once, zero-padded to NR columns.
+            const int64_t edge = nc % NR, edge_j = jc + nc - edge;
+            alignas(32) float edge_panel[KC * NR];
+            int64_t edge_off[KC];
+            if (edge && !p.b_packed)
+                for (int64_t k = 0; k < kc; ++k) {
+                    std::memcpy(edge_panel + k * NR, p.B + b_off[k] + edge_j, sizeof(float) * edge);
+                    std::fill(edge_panel + k * NR + edge, edge_panel + (k + 1) * NR, 0.f);
+                    edge_off[k] = k * NR;
+                }
             for (int64_t i0 = m0; i0 < m1; i0 += MR) {
                 const int m = static_cast<int>(std::min<int64_t>(MR, m1 - i0));
                 int64_t row[MR];   // offsets of the tile's rows of op(A), from a
@@ -185,8 +189,9 @@ void compute_block(const Operands& p, int64_t m0, int64_t m1, int64_t n0, int64_
                     const int n = static_cast<int>(std::min<int64_t>(NR, jc + nc - j));
                     const float* b = p.b_packed ? p.b_packed + (j / NR) * p.K * NR + pc * NR : p.B + j;
                     float* c = p.C + i0 * p.ldc + j;
-                    if (n == NR) tile(kc, a, row, a_step, b, b_off, c, p.ldc, m, p.alpha, beta);
-                    else edge_tile(kc, a, row, a_step, b, b_off, p.b_packed, c, p.ldc, m, n, p.alpha, beta);
+                    if (n == NR) tile<2>(kc, a, row, a_step, b, b_off, c, p.ldc, m, p.alpha, beta);
+                    else if (p.b_packed) edge_tile(kc, a, row, a_step, b, b_off, c, p.ldc, m, n, p.alpha, beta);
+                    else edge_tile(kc, a, row, a_step, edge_panel, edge_off, c, p.ldc, m, n, p.alpha, beta);
                 }
             }
         }
