@@ -16,8 +16,9 @@
 // Operands as the kernel reads them (as in gemm_avx512.cpp, which has masked loads where this file has copies):
 //   op(A): in place, broadcast from A[k * lda + i] (stored (K, M)) or A[i * lda + k] (stored (M, K); gemm_rows:
 //          A[a_rows[i] + k]); rows past M repeat the last row (computed, never stored).
-//   op(B): in place when stored (K, N); stored (N, K) (trans_b) it is packed once per call into 16-column panels,
-//          k-major (panel[k * 16 + j]), by 8 x 8 register transposes, zero past N, shared by all threads.
+//   op(B): packed once per call into 16-column panels, k-major (panel[k * 16 + j]), zero past N, shared by all
+//          threads: stored (N, K) (trans_b) by 8 x 8 register transposes, stored (K, N) by row copies when C has at
+//          least kPackRows rows (shorter products read it in place).
 //   Edges: the last panel of a block, narrower than 16 columns, is copied once per K block into zero-padded 16-wide
 //          scratch (when op(B) is read in place; packed panels are padded already); its tiles run the 8-column
 //          kernel (n <= 8) or the 16-column one into a 16-wide C scratch, and copy the n columns back: AVX2 has no
@@ -45,6 +46,7 @@ namespace {
 
 constexpr int MR = 6, NR = 16;
 constexpr int64_t KC = 256, NC = 15 * NR;
+constexpr int64_t kPackRows = 32;   // op(B) stored (K, N) is packed for products with at least this many rows
 
 struct Operands {
     bool trans_a;
@@ -136,6 +138,22 @@ inline void transpose8(__m256 (&r)[8]) {
     }
 }
 
+// Panel jp of op(B) = B (stored (K, N)): columns jp*NR .. +NR of every row, into dst[k][NR], zero past N.
+void copy_b_panel(const Operands& p, int64_t jp, float* dst) {
+    const int64_t j0 = jp * NR, cols = std::min<int64_t>(NR, p.N - j0);
+    for (int64_t k = 0; k < p.K; ++k) {
+        const float* src = p.B + p.b_row(k) + j0;
+        float* d = dst + k * NR;
+        if (cols == NR) {
+            _mm256_store_ps(d, _mm256_loadu_ps(src));
+            _mm256_store_ps(d + 8, _mm256_loadu_ps(src + 8));
+        } else {
+            std::memcpy(d, src, sizeof(float) * cols);
+            std::fill(d + cols, d + NR, 0.f);
+        }
+    }
+}
+
 // Panel jp of op(B) = B^T (B stored (N, K)): columns jp*NR .. +NR, all K steps, into dst[k][NR], zero past N.
 // Full 8 x 8 blocks by register transposes, the ragged rest element by element.
 void pack_b_panel(const Operands& p, int64_t jp, float* dst) {
@@ -221,7 +239,12 @@ void gemm_avx2(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
     Operands p{trans_a, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr, a_rows, b_rows};
     const int64_t panels = (N + NR - 1) / NR;
     thread_local PanelBuffer b_buffer;   // the calling thread's; shared with the team through p.b_packed
-    float* b_packed = trans_b ? b_buffer.get(panels * K * NR) : nullptr;
+    // op(B) stored (K, N) is read in place for short products and packed (copied into contiguous panels) from
+    // kPackRows rows of C on: in place, a tile's 16 columns of kc rows lie ldb floats apart, and measured
+    // (razor_gemm_bench --cpu-time, Zen 3) that made the NN and TN conv products with M >= 32 run below Eigen
+    // (0.83-0.97x) while the copy costs little next to M / 6 passes over each panel.
+    const bool pack = trans_b || M >= kPackRows;
+    float* b_packed = pack ? b_buffer.get(panels * K * NR) : nullptr;
     p.b_packed = b_packed;
     // Work split: rows of C in multiples of MR, or (C wide) columns in multiples of NR.
     const bool split_rows = M >= N;
@@ -233,7 +256,8 @@ void gemm_avx2(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
 #endif
     auto run = [&](int t) {
         if (b_packed)
-            for (int64_t jp = t; jp < panels; jp += parts) pack_b_panel(p, jp, b_packed + jp * K * NR);
+            for (int64_t jp = t; jp < panels; jp += parts)
+                trans_b ? pack_b_panel(p, jp, b_packed + jp * K * NR) : copy_b_panel(p, jp, b_packed + jp * K * NR);
         if (parts > 1) {
 #pragma omp barrier
         }
