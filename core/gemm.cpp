@@ -139,12 +139,8 @@ GemmEngine gemm_engine() {
 }
 
 const char* gemm_engine_name(GemmEngine engine) {
-    switch (engine) {
-        case GemmEngine::Eigen: return "Eigen";
-        case GemmEngine::Avx2: return "razor AVX2";
-        case GemmEngine::Avx512: return "razor AVX-512";
-    }
-    return "?";
+    constexpr const char* names[] = {"Eigen", "razor AVX2", "razor AVX-512"};   // indexed by GemmEngine
+    return names[static_cast<int>(engine)];
 }
 
 const char* gemm_engine_name() { return gemm_engine_name(gemm_engine()); }

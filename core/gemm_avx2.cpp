@@ -34,12 +34,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "core/gemm_blocking.h"
 
 namespace razor::detail {
 namespace {
@@ -48,22 +45,7 @@ constexpr int MR = 6, NR = 16;
 constexpr int64_t KC = 256, NC = 15 * NR;
 constexpr int64_t kPackRows = 32;   // op(B) stored (K, N) is packed for products with at least this many rows
 
-struct Operands {
-    bool trans_a;
-    int64_t M, N, K;
-    float alpha;
-    const float* A;
-    int64_t lda;
-    const float* B;
-    int64_t ldb;
-    float beta;
-    float* C;
-    int64_t ldc;
-    const float* b_packed;   // op(B) in NR-column panels (trans_b), else null: B is read in place
-    const int64_t* a_rows;   // row i of A (M, K) at A + a_rows[i] (gemm_rows), else as lda says
-    const int64_t* b_rows;   // stored row r of B at B + b_rows[r] (gemm_rows), else at B + r * ldb
-    int64_t b_row(int64_t r) const { return b_rows ? b_rows[r] : r * ldb; }
-};
+using Operands = GemmOperands;
 
 // c (m <= R rows, 8 V columns, row stride ldc) = alpha * a(R, kc) . b(kc, 8 V) + beta * c, V = 1 or 2 vectors.
 // a: element (i, k) at a[row[i] + k * step]; b: row k at b + b_off[k], 8 V readable floats.
@@ -198,10 +180,7 @@ void compute_block(const Operands& p, int64_t m0, int64_t m1, int64_t n0, int64_
                 const int m = static_cast<int>(std::min<int64_t>(MR, m1 - i0));
                 int64_t row[MR];   // offsets of the tile's rows of op(A), from a
                 const float* a = p.A + pc * a_step;
-                for (int i = 0; i < MR; ++i) {
-                    const int64_t r = i0 + std::min(i, m - 1);
-                    row[i] = p.a_rows ? p.a_rows[r] : r * a_row;
-                }
+                tile_rows<MR>(p, i0, m, a_row, row);
                 for (int64_t jr = 0; jr < nc; jr += NR) {
                     const int64_t j = jc + jr;
                     const int n = static_cast<int>(std::min<int64_t>(NR, jc + nc - j));
@@ -216,63 +195,23 @@ void compute_block(const Operands& p, int64_t m0, int64_t m1, int64_t n0, int64_
     }
 }
 
-// The packed op(B) of one call: 32-byte aligned, grown as needed, one per calling thread.
-struct PanelBuffer {
-    float* data = nullptr;
-    int64_t size = 0;
-    ~PanelBuffer() { std::free(data); }
-    float* get(int64_t n) {
-        if (n > size) {
-            std::free(data);
-            data = static_cast<float*>(std::aligned_alloc(32, (static_cast<size_t>(n) * sizeof(float) + 31) / 32 * 32));
-            size = n;
-        }
-        return data;
-    }
-};
-
 }  // namespace
 
 void gemm_avx2(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int threads, const int64_t* a_rows,
                const int64_t* b_rows) {
-    Operands p{trans_a, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr, a_rows, b_rows};
+    Operands p{trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr, a_rows, b_rows};
     const int64_t panels = (N + NR - 1) / NR;
     thread_local PanelBuffer b_buffer;   // the calling thread's; shared with the team through p.b_packed
     // op(B) stored (K, N) is read in place for short products and packed (copied into contiguous panels) from
     // kPackRows rows of C on: in place, a tile's 16 columns of kc rows lie ldb floats apart, and measured
     // (razor_gemm_bench --cpu-time, Zen 3) that made the NN and TN conv products with M >= 32 run below Eigen
     // (0.83-0.97x) while the copy costs little next to M / 6 passes over each panel.
-    const bool pack = trans_b || M >= kPackRows;
-    float* b_packed = pack ? b_buffer.get(panels * K * NR) : nullptr;
-    p.b_packed = b_packed;
-    // Work split: rows of C in multiples of MR, or (C wide) columns in multiples of NR.
-    const bool split_rows = M >= N;
-    const int64_t unit = split_rows ? MR : NR, units = split_rows ? (M + MR - 1) / MR : panels;
-#ifdef _OPENMP
-    const int parts = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, units)));
-#else
-    const int parts = 1;
-#endif
-    auto run = [&](int t) {
-        if (b_packed)
-            for (int64_t jp = t; jp < panels; jp += parts)
-                trans_b ? pack_b_panel(p, jp, b_packed + jp * K * NR) : copy_b_panel(p, jp, b_packed + jp * K * NR);
-        if (parts > 1) {
-#pragma omp barrier
-        }
-        const int64_t lo = units * t / parts * unit, hi = units * (t + 1) / parts * unit;
-        if (split_rows) compute_block(p, lo, std::min(hi, M), 0, N);
-        else compute_block(p, 0, M, lo, std::min(hi, N));
-    };
-    if (parts == 1) {
-        run(0);
-        return;
-    }
-#ifdef _OPENMP
-#pragma omp parallel num_threads(parts)
-    run(omp_get_thread_num());
-#endif
+    p.b_packed = trans_b || M >= kPackRows ? b_buffer.get(panels * K * NR) : nullptr;
+    split_over_threads<MR, NR>(
+        p, threads,
+        [&](int64_t jp, float* dst) { trans_b ? pack_b_panel(p, jp, dst) : copy_b_panel(p, jp, dst); },
+        [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) { compute_block(p, m0, m1, n0, n1); });
 }
 
 }  // namespace razor::detail

@@ -30,8 +30,8 @@
 // Blocking: KC = 256 steps per pass over C (the A block of one tile row, 8 x 256 floats = 8 KiB, stays in L1
 // while the kernel sweeps NC = 480 columns of B, a 256 x 480 block = 480 KiB that stays in the 1 MiB L2). The first
 // K block applies beta, later ones add (beta = 1), so beta == 0 never reads C.
-// Threads: one omp parallel region; packing of B is split over the threads, one barrier, then every thread
-// computes its own block of C rows (or of C columns when C is wide: M < N), reading the shared op(B).
+// Threads (gemm_blocking.h): one omp parallel region; packing of B is split over the threads, one barrier, then every
+// thread computes its own block of C rows (or of C columns when C is wide: M < N), reading the shared op(B).
 // Summation order per element is k = 0..K-1 in KC blocks whatever the thread count, so results do not depend on
 // the number of threads.
 #include "core/gemm.h"
@@ -46,12 +46,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <memory>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "core/gemm_blocking.h"
 
 namespace razor::detail {
 namespace {
@@ -59,39 +55,7 @@ namespace {
 constexpr int MR = 8, NV = 3, NR = 16 * NV;
 constexpr int64_t KC = 256, NC = 10 * NR;
 
-// A growable 64-byte-aligned float buffer (one per thread for A panels, one per call site for B panels).
-struct AlignedBuffer {
-    struct Free {
-        void operator()(float* p) const { std::free(p); }
-    };
-    std::unique_ptr<float, Free> data;
-    int64_t size = 0;
-    float* get(int64_t n) {
-        if (n > size) {
-            const size_t bytes = (static_cast<size_t>(n) * sizeof(float) + 63) / 64 * 64;
-            data.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-            size = n;
-        }
-        return data.get();
-    }
-};
-
-struct Problem {
-    bool trans_a, trans_b;
-    int64_t M, N, K;
-    float alpha;
-    const float* A;
-    int64_t lda;
-    const float* B;
-    int64_t ldb;
-    float beta;
-    float* C;
-    int64_t ldc;
-    const float* b_packed;   // op(B) in NR-column panels (trans_b), else null: B is read in place
-    const int64_t* a_rows;   // row i of A (M, K) at A + a_rows[i] (gemm_rows; not trans_a), else as lda says
-    const int64_t* b_rows;   // stored row r of B at B + b_rows[r] (gemm_rows), else at B + r * ldb
-    int64_t b_row(int64_t r) const { return b_rows ? b_rows[r] : r * ldb; }
-};
+using Problem = GemmOperands;
 
 // c (m <= MR rows, n <= 16 * V columns, row stride ldc) = alpha * a(MR, kc) . b(kc, 16 * V) + beta * c, with V <= NV
 // column vectors: a tile edge narrower than NR runs the kernel with only the vectors it needs (a 64-column conv is a
@@ -194,10 +158,7 @@ void compute_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t
                 const int m = static_cast<int>(std::min<int64_t>(MR, m1 - i0));
                 int64_t row[MR];   // offsets of the tile's rows of op(A), from a
                 const float* a = p.A + pc * a_step;
-                for (int i = 0; i < MR; ++i) {
-                    const int64_t r = i0 + std::min(i, m - 1);
-                    row[i] = p.a_rows ? p.a_rows[r] : r * a_row;
-                }
+                tile_rows<MR>(p, i0, m, a_row, row);
                 for (int64_t jr = 0; jr < nc; jr += NR) {
                     const int64_t j = jc + jr;
                     const int n = static_cast<int>(std::min<int64_t>(NR, jc + nc - j));
@@ -219,35 +180,11 @@ void gemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, fl
                  const int64_t* a_rows, const int64_t* b_rows) {
     Problem p{trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr, a_rows, b_rows};
     const int64_t panels = (N + NR - 1) / NR;
-    thread_local AlignedBuffer b_buffer;   // the calling thread's; shared with the team through p.b_packed
-    float* b_packed = trans_b ? b_buffer.get(panels * K * NR) : nullptr;
-    p.b_packed = b_packed;
-    // Work split: rows of C in multiples of MR, or (C wide) columns in multiples of NR.
-    const bool split_rows = M >= N;
-    const int64_t unit = split_rows ? MR : NR, units = split_rows ? (M + MR - 1) / MR : panels;
-#ifdef _OPENMP
-    const int parts = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, units)));
-#else
-    const int parts = 1;
-#endif
-    auto run = [&](int t) {
-        if (b_packed)
-            for (int64_t jp = t; jp < panels; jp += parts) pack_b_panel(p, jp, b_packed + jp * K * NR);
-        if (parts > 1) {
-#pragma omp barrier
-        }
-        const int64_t lo = units * t / parts * unit, hi = units * (t + 1) / parts * unit;
-        if (split_rows) compute_block(p, lo, std::min(hi, M), 0, N);
-        else compute_block(p, 0, M, lo, std::min(hi, N));
-    };
-    if (parts == 1) {
-        run(0);
-        return;
-    }
-#ifdef _OPENMP
-#pragma omp parallel num_threads(parts)
-    run(omp_get_thread_num());
-#endif
+    thread_local PanelBuffer b_buffer;   // the calling thread's; shared with the team through p.b_packed
+    p.b_packed = trans_b ? b_buffer.get(panels * K * NR) : nullptr;
+    split_over_threads<MR, NR>(
+        p, threads, [&](int64_t jp, float* dst) { pack_b_panel(p, jp, dst); },
+        [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) { compute_block(p, m0, m1, n0, n1); });
 }
 
 }  // namespace razor::detail

@@ -8,12 +8,8 @@
 namespace razor {
 
 const char* isa_name(Isa isa) {
-    switch (isa) {
-        case Isa::Generic: return "generic";
-        case Isa::Avx2: return "avx2";
-        case Isa::Avx512: return "avx512";
-    }
-    return "?";
+    constexpr const char* names[] = {"generic", "avx2", "avx512"};   // indexed by Isa
+    return names[static_cast<int>(isa)];
 }
 
 Isa cpu_isa() {

@@ -24,14 +24,15 @@ bool takes_winograd(int64_t stride, int64_t groups, int64_t C, int64_t OC, int64
     return select_algorithm(g).forward == ConvAlgorithm::WinogradF2x3;
 }
 
-}  // namespace
+struct Case {
+    const char* name;
+    int64_t N, C, OC, H, W;
+};
 
-TEST_CASE("winograd: conv2d's F(2x2, 3x3) path matches a float64 direct conv (forward, gx, gW)") {
-    struct Case {
-        const char* name;
-        int64_t N, C, OC, H, W;
-    };
-    const std::vector<Case> cases = {
+// Shapes that take the path: vector tails (AVX-512: 16 tiles a vector, AVX2: 8), several bands, small maps with
+// several images per call, non-square.
+std::vector<Case> cases() {
+    return {
         {"16 -> 16 at 16x16, 2 images", 2, 16, 16, 16, 16},
         {"12 -> 10, 32x20 (a tile row of 10 tiles: one masked vector)", 1, 12, 10, 32, 20},
         {"10 -> 24, 16x34 (17 tiles a row: a full vector and a tail of 1)", 3, 10, 24, 16, 34},
@@ -44,7 +45,12 @@ TEST_CASE("winograd: conv2d's F(2x2, 3x3) path matches a float64 direct conv (fo
         {"12 -> 12 at 2x2 (one tile per image)", 4, 12, 12, 2, 2},
         {"16 -> 16 at 2x8 (non-square)", 3, 16, 16, 2, 8},
     };
-    for (const Case& c : cases) {
+}
+
+}  // namespace
+
+TEST_CASE("winograd: conv2d's F(2x2, 3x3) path matches a float64 direct conv (forward, gx, gW)") {
+    for (const Case& c : cases()) {
         INFO(c.name);
         REQUIRE(takes_winograd(1, 1, c.C, c.OC, c.H, c.W) == detail::winograd_available());
         Tensor x = randn_leaf({c.N, c.C, c.H, c.W}, 11), W = randn_leaf({c.OC, c.C, 3, 3}, 12, 0.3f);
@@ -75,18 +81,6 @@ TEST_CASE("winograd: taken only where it was measured faster, and only where the
 }
 
 TEST_CASE("winograd: every kernel family this CPU runs, called in-process, matches a float64 direct conv") {
-    struct Case {
-        const char* name;
-        int64_t N, C, OC, H, W;
-    };
-    const std::vector<Case> cases = {
-        {"12 -> 10, 32x20 (a tile row of 10 tiles: a full 8-tile block and a tail of 2)", 2, 12, 10, 32, 20},
-        {"32 -> 40 at 32x32 (bands of 7, 7 and 2 tile rows)", 1, 32, 40, 32, 32},
-        {"16 -> 12 at 8x8, 3 images in one call", 3, 16, 12, 8, 8},
-        {"10 -> 16 at 6x6 (9 tiles)", 2, 10, 16, 6, 6},
-        {"12 -> 12 at 2x2 (one tile per image)", 4, 12, 12, 2, 2},
-        {"16 -> 16 at 2x8 (non-square)", 3, 16, 16, 2, 8},
-    };
     int families = 0;
     for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
         CHECK(detail::winograd_available(isa) == isa_supported(isa));
@@ -96,7 +90,7 @@ TEST_CASE("winograd: every kernel family this CPU runs, called in-process, match
             continue;
         }
         ++families;
-        for (const Case& c : cases) {
+        for (const Case& c : cases()) {
             INFO(isa_name(isa), ": ", c.name);
             Generator gen(21);
             const Tensor x = Tensor::randn({c.N, c.C, c.H, c.W}, gen), w = Tensor::randn({c.OC, c.C, 3, 3}, gen);
