@@ -157,42 +157,36 @@ void pack_b_panel(const Operands& p, int64_t jp, float* dst) {
 
 // C rows m0 .. m1, columns n0 .. n1 (n0 a multiple of NR), on the calling thread.
 void compute_block(const Operands& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-    // op(A)(i, k): A[k * lda + i] (A stored (K, M)) or A[i * lda + k] (stored (M, K))
-    const int64_t a_row = p.trans_a ? 1 : p.lda, a_step = p.trans_a ? p.lda : 1;
-    for (int64_t jc = n0; jc < n1; jc += NC) {
-        const int64_t nc = std::min(NC, n1 - jc);
-        for (int64_t pc = 0; pc < p.K; pc += KC) {
-            const int64_t kc = std::min(KC, p.K - pc);
-            const float beta = pc == 0 ? p.beta : 1.f;
-            int64_t b_off[KC];   // row k of this K block, relative to the tile's first column
-            for (int64_t k = 0; k < kc; ++k) b_off[k] = p.b_packed ? k * NR : p.b_row(pc + k);
-            // A last panel narrower than NR, read in place: its kc rows copied once, zero-padded to NR columns.
-            const int64_t edge = nc % NR, edge_j = jc + nc - edge;
-            alignas(32) float edge_panel[KC * NR];
-            int64_t edge_off[KC];
-            if (edge && !p.b_packed)
-                for (int64_t k = 0; k < kc; ++k) {
-                    std::memcpy(edge_panel + k * NR, p.B + b_off[k] + edge_j, sizeof(float) * edge);
-                    std::fill(edge_panel + k * NR + edge, edge_panel + (k + 1) * NR, 0.f);
-                    edge_off[k] = k * NR;
-                }
-            for (int64_t i0 = m0; i0 < m1; i0 += MR) {
-                const int m = static_cast<int>(std::min<int64_t>(MR, m1 - i0));
-                int64_t row[MR];   // offsets of the tile's rows of op(A), from a
-                const float* a = p.A + pc * a_step;
-                tile_rows<MR>(p, i0, m, a_row, row);
-                for (int64_t jr = 0; jr < nc; jr += NR) {
-                    const int64_t j = jc + jr;
-                    const int n = static_cast<int>(std::min<int64_t>(NR, jc + nc - j));
-                    const float* b = p.b_packed ? p.b_packed + (j / NR) * p.K * NR + pc * NR : p.B + j;
-                    float* c = p.C + i0 * p.ldc + j;
-                    if (n == NR) tile<2>(kc, a, row, a_step, b, b_off, c, p.ldc, m, p.alpha, beta);
-                    else if (p.b_packed) edge_tile(kc, a, row, a_step, b, b_off, c, p.ldc, m, n, p.alpha, beta);
-                    else edge_tile(kc, a, row, a_step, edge_panel, edge_off, c, p.ldc, m, n, p.alpha, beta);
+    // A last panel narrower than NR, read in place: its kc rows copied once per K block, zero-padded to NR columns.
+    alignas(32) float edge_panel[KC * NR];
+    int64_t edge_off[KC];
+    auto start = [&](const KBlock& blk) {
+        const int64_t edge = blk.nc % NR, edge_j = blk.jc + blk.nc - edge;
+        if (edge && !p.b_packed)
+            for (int64_t k = 0; k < blk.kc; ++k) {
+                std::memcpy(edge_panel + k * NR, p.B + blk.b_off[k] + edge_j, sizeof(float) * edge);
+                std::fill(edge_panel + k * NR + edge, edge_panel + (k + 1) * NR, 0.f);
+                edge_off[k] = k * NR;
+            }
+    };
+    for_each_tile<MR, NR, KC, NC>(
+        p, m0, m1, n0, n1, start,
+        [&](const KBlock& blk, int64_t i0, int m, const float* a, const int64_t* row, int64_t step) {
+            const float alpha = p.alpha, beta = blk.beta;
+            for (int64_t j = blk.jc; j < blk.jc + blk.nc; j += NR) {
+                const int n = static_cast<int>(std::min<int64_t>(NR, blk.jc + blk.nc - j));
+                float* c = p.C + i0 * p.ldc + j;
+                if (p.b_packed) {
+                    const float* b = p.b_packed + (j / NR) * p.K * NR + blk.pc * NR;
+                    if (n == NR) tile<2>(blk.kc, a, row, step, b, blk.b_off, c, p.ldc, m, alpha, beta);
+                    else edge_tile(blk.kc, a, row, step, b, blk.b_off, c, p.ldc, m, n, alpha, beta);
+                } else if (n == NR) {
+                    tile<2>(blk.kc, a, row, step, p.B + j, blk.b_off, c, p.ldc, m, alpha, beta);
+                } else {
+                    edge_tile(blk.kc, a, row, step, edge_panel, edge_off, c, p.ldc, m, n, alpha, beta);
                 }
             }
-        }
-    }
+        });
 }
 
 }  // namespace

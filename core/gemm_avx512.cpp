@@ -63,7 +63,7 @@ using Problem = GemmOperands;
 // a: element (i, k) at a[row[i] + k * step] (rows past m repeat row m - 1: read, computed, never stored);
 // b: row k at b + b_off[k] (k * NR in a packed panel, k * ldb in place, or gemm_rows' table).
 template <int V>
-void micro_kernel(int64_t kc, const float* a, const int64_t (&row)[MR], int64_t step, const float* b,
+void micro_kernel(int64_t kc, const float* a, const int64_t* row, int64_t step, const float* b,
                   const int64_t* b_off, float* c, int64_t ldc, int m, int n, float alpha, float beta) {
     __mmask16 mask[V];   // vector v covers columns 16v .. 16v+15
     for (int v = 0; v < V; ++v) mask[v] = static_cast<__mmask16>((1u << std::clamp(n - 16 * v, 0, 16)) - 1u);
@@ -145,32 +145,20 @@ void pack_b_panel(const Problem& p, int64_t jp, float* dst) {
 
 // C rows m0 .. m1, columns n0 .. n1 (n0 a multiple of NR), on the calling thread.
 void compute_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-    // op(A)(i, k): A[k * lda + i] (A stored (K, M)) or A[i * lda + k] (stored (M, K))
-    const int64_t a_row = p.trans_a ? 1 : p.lda, a_step = p.trans_a ? p.lda : 1;
-    for (int64_t jc = n0; jc < n1; jc += NC) {
-        const int64_t nc = std::min(NC, n1 - jc);
-        for (int64_t pc = 0; pc < p.K; pc += KC) {
-            const int64_t kc = std::min(KC, p.K - pc);
-            const float beta = pc == 0 ? p.beta : 1.f;
-            int64_t b_off[KC];   // row k of this K block, relative to the tile's first column
-            for (int64_t k = 0; k < kc; ++k) b_off[k] = p.b_packed ? k * NR : p.b_row(pc + k);
-            for (int64_t i0 = m0; i0 < m1; i0 += MR) {
-                const int m = static_cast<int>(std::min<int64_t>(MR, m1 - i0));
-                int64_t row[MR];   // offsets of the tile's rows of op(A), from a
-                const float* a = p.A + pc * a_step;
-                tile_rows<MR>(p, i0, m, a_row, row);
-                for (int64_t jr = 0; jr < nc; jr += NR) {
-                    const int64_t j = jc + jr;
-                    const int n = static_cast<int>(std::min<int64_t>(NR, jc + nc - j));
-                    const float* b = p.b_packed ? p.b_packed + (j / NR) * p.K * NR + pc * NR : p.B + j;
-                    float* c = p.C + i0 * p.ldc + j;
-                    if (n > 32) micro_kernel<3>(kc, a, row, a_step, b, b_off, c, p.ldc, m, n, p.alpha, beta);
-                    else if (n > 16) micro_kernel<2>(kc, a, row, a_step, b, b_off, c, p.ldc, m, n, p.alpha, beta);
-                    else micro_kernel<1>(kc, a, row, a_step, b, b_off, c, p.ldc, m, n, p.alpha, beta);
-                }
+    for_each_tile<MR, NR, KC, NC>(
+        p, m0, m1, n0, n1, [](const KBlock&) {},
+        [&](const KBlock& blk, int64_t i0, int m, const float* a, const int64_t* row, int64_t step) {
+            for (int64_t j = blk.jc; j < blk.jc + blk.nc; j += NR) {
+                const int n = static_cast<int>(std::min<int64_t>(NR, blk.jc + blk.nc - j));
+                const float* b = p.b_packed ? p.b_packed + (j / NR) * p.K * NR + blk.pc * NR : p.B + j;
+                float* c = p.C + i0 * p.ldc + j;
+                const int64_t kc = blk.kc;
+                const float beta = blk.beta;
+                if (n > 32) micro_kernel<3>(kc, a, row, step, b, blk.b_off, c, p.ldc, m, n, p.alpha, beta);
+                else if (n > 16) micro_kernel<2>(kc, a, row, step, b, blk.b_off, c, p.ldc, m, n, p.alpha, beta);
+                else micro_kernel<1>(kc, a, row, step, b, blk.b_off, c, p.ldc, m, n, p.alpha, beta);
             }
-        }
-    }
+        });
 }
 
 }  // namespace

@@ -63,6 +63,39 @@ void tile_rows(const GemmOperands& p, int64_t i0, int m, int64_t a_row, int64_t 
     }
 }
 
+// One K block of a block of C columns, as the micro-kernels see it.
+struct KBlock {
+    int64_t jc, nc;         // columns jc .. jc + nc of C (jc a multiple of the kernel's NR)
+    int64_t pc, kc;         // steps pc .. pc + kc of K
+    float beta;             // p.beta in the first K block, 1 after it: beta == 0 never reads C
+    const int64_t* b_off;   // row k of op(B) in this block: k * NR in a packed panel, else B's row pc + k
+};
+
+// The loops around the micro-kernels, over C rows m0 .. m1 and columns n0 .. n1 (n0 a multiple of NR): blocks of NC
+// columns, K blocks of KC steps, row tiles of MR rows. start(block) runs once per K block (before its row tiles),
+// tile(block, i0, m, a, row, step) once per row tile: rows i0 .. i0 + m, op(A)(i, k) at a[row[i] + k * step].
+template <int MR, int NR, int64_t KC, int64_t NC, class Start, class Tile>
+void for_each_tile(const GemmOperands& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, Start start, Tile tile) {
+    // op(A)(i, k): A[k * lda + i] (A stored (K, M)) or A[i * lda + k] (stored (M, K))
+    const int64_t a_row = p.trans_a ? 1 : p.lda, a_step = p.trans_a ? p.lda : 1;
+    for (int64_t jc = n0; jc < n1; jc += NC) {
+        const int64_t nc = std::min(NC, n1 - jc);
+        for (int64_t pc = 0; pc < p.K; pc += KC) {
+            const int64_t kc = std::min(KC, p.K - pc);
+            int64_t b_off[KC];
+            for (int64_t k = 0; k < kc; ++k) b_off[k] = p.b_packed ? k * NR : p.b_row(pc + k);
+            const KBlock block{jc, nc, pc, kc, pc == 0 ? p.beta : 1.f, b_off};
+            start(block);
+            for (int64_t i0 = m0; i0 < m1; i0 += MR) {
+                const int m = static_cast<int>(std::min<int64_t>(MR, m1 - i0));
+                int64_t row[MR];   // offsets of the tile's rows of op(A), from a
+                tile_rows<MR>(p, i0, m, a_row, row);
+                tile(block, i0, m, p.A + pc * a_step, row, a_step);
+            }
+        }
+    }
+}
+
 // One product over `threads` threads: panel jp of op(B) packed by pack(jp, dst) (when p.b_packed; split over the
 // team, then one barrier), then each thread's block of C rows (multiples of MR), or of C columns (multiples of NR)
 // when C is wide (M < N), computed by block(m0, m1, n0, n1) reading the shared panels.
