@@ -131,6 +131,7 @@ int bench(const BenchOptions& o) {
     nlohmann::json j = {{"model", name},
                               {"batch", batch},
                               {"threads", num_threads()},
+                              {"isa", isa_name(active_isa())},
                               {"steps", steps},
                               {"warmup", warmup},
                               {"step_ms", median},

@@ -1,6 +1,7 @@
 // bench/gemm_bench.cpp -- razor's GEMM engines side by side on the products razor's models run.
 //
-// Engines: Eigen 3.4 (the fallback engine), razor's AVX-512 kernel (core/gemm_avx512.cpp) and, when CMake found
+// Engines: Eigen 3.4 (the generic engine), razor's AVX2 (core/gemm_avx2.cpp) and AVX-512 (core/gemm_avx512.cpp)
+// kernels where the CPU runs them (isa_supported; RAZOR_ISA does not hide them here) and, when CMake found
 // Debian's OpenBLAS, its cblas_sgemm. Every case times the engines in turn, rep by rep (alternating, so a
 // neighbour's load hits them alike), and reports medians as GFLOP/s; the ratios are the evidence on a shared machine.
 //
@@ -16,13 +17,15 @@
 //          gW = gy^T x (TN), one product split over --threads threads by the engine.
 //   attn   one head's scores (65 x 64) . (64 x 65)^T and values (65 x 65) . (65 x 64), single-threaded.
 //
-//   razor_gemm_bench [--threads N] [--reps R] [--filter SUBSTRING]
-// Run with OMP_WAIT_POLICY=passive on a shared machine.
+//   razor_gemm_bench [--threads N] [--reps R] [--filter SUBSTRING] [--cpu-time]
+// Run with OMP_WAIT_POLICY=passive on a shared machine. --cpu-time (with --threads 1) times the calling thread's CPU
+// time instead of the wall clock: on a crowded machine it leaves out the time the thread waited for a core.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -73,6 +76,15 @@ std::vector<Case> cases() {
     conv("compact 128->67 T64", 128, 67, 64, 9);
     conv("compact 67->128 T64", 67, 128, 64, 9);
     conv("vgg 512->512 T16", 512, 512, 16, 9);
+    // resnet50 at 224 px (batch 32): bottleneck 3x3 and 1x1 convs per image, T = the stage's positions capped at 256
+    conv("r50 3x3 64->64 T256", 64, 64, 256, 9);
+    conv("r50 3x3 128->128 T256", 128, 128, 256, 9);
+    conv("r50 3x3 256->256 T196", 256, 256, 196, 9);
+    conv("r50 3x3 512->512 T49", 512, 512, 49, 9);
+    conv("r50 1x1 256->64 T256", 256, 64, 256, 1);
+    conv("r50 1x1 64->256 T256", 64, 256, 256, 1);
+    conv("r50 1x1 1024->256 T196", 1024, 256, 196, 1);
+    conv("r50 1x1 512->2048 T49", 512, 2048, 49, 1);
     auto lin = [&](const char* name, int64_t M, int64_t in, int64_t out) {
         list.push_back({"linear", std::string(name) + " fwd", false, true, M, out, in, 0.f, false});
         list.push_back({"linear", std::string(name) + " gx", false, false, M, in, out, 0.f, false});
@@ -91,7 +103,7 @@ std::vector<Case> cases() {
 
 struct Engine {
     const char* name;
-    int id;   // 0 Eigen, 1 AVX-512, 2 OpenBLAS
+    int id;   // 0 Eigen, 1 AVX-512, 2 OpenBLAS, 3 AVX2
 };
 
 struct Operands {
@@ -120,21 +132,29 @@ void call(const Engine& e, const Case& c, Operands& o) {
         return;
     }
 #endif
-    gemm_with(e.id == 0 ? GemmEngine::Eigen : GemmEngine::Avx512, c.ta, c.tb, c.M, c.N, c.K, 1.f, o.A.data(), o.lda,
+    const GemmEngine engine = e.id == 0 ? GemmEngine::Eigen : e.id == 3 ? GemmEngine::Avx2 : GemmEngine::Avx512;
+    gemm_with(engine, c.ta, c.tb, c.M, c.N, c.K, 1.f, o.A.data(), o.lda,
               o.B.data(), o.ldb, c.beta, o.C.data(), o.ldc);
 }
 
-double now_s() {
+// Seconds on the wall clock, or (cpu_time) on the calling thread's CPU-time clock.
+double now_s(bool cpu_time) {
+    if (cpu_time) {
+        timespec t{};
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+        return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+    }
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // Seconds per product: `iters` products back to back. Per-thread cases run them on every thread at once, each on
 // its own operands (per[t]), as conv2d's batch loop does.
-double time_once(const Engine& e, const Case& c, std::vector<Operands>& per, int64_t iters, int threads) {
+double time_once(const Engine& e, const Case& c, std::vector<Operands>& per, int64_t iters, int threads,
+                 bool cpu_time) {
 #ifdef RAZOR_BENCH_OPENBLAS
     if (e.id == 2) openblas_set_num_threads(c.per_thread ? 1 : threads);
 #endif
-    const double t0 = now_s();
+    const double t0 = now_s(cpu_time);
     if (c.per_thread) {
 #pragma omp parallel num_threads(threads)
         {
@@ -148,26 +168,29 @@ double time_once(const Engine& e, const Case& c, std::vector<Operands>& per, int
     } else {
         for (int64_t i = 0; i < iters; ++i) call(e, c, per[0]);
     }
-    return (now_s() - t0) / static_cast<double>(iters);
+    return (now_s(cpu_time) - t0) / static_cast<double>(iters);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
     int threads = 2, reps = 7;
+    bool cpu_time = false;
     std::string filter;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
         else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
         else if (a == "--filter" && i + 1 < argc) filter = argv[++i];
+        else if (a == "--cpu-time") cpu_time = true;
         else {
-            std::fprintf(stderr, "usage: razor_gemm_bench [--threads N] [--reps R] [--filter SUBSTRING]\n");
+            std::fprintf(stderr, "usage: razor_gemm_bench [--threads N] [--reps R] [--filter SUBSTRING] [--cpu-time]\n");
             return 2;
         }
     }
     set_num_threads(threads);
     std::vector<Engine> engines = {{"Eigen", 0}};
+    if (gemm_engine_available(GemmEngine::Avx2)) engines.push_back({"razor AVX2", 3});
     if (gemm_engine_available(GemmEngine::Avx512)) engines.push_back({"razor AVX-512", 1});
 #ifdef RAZOR_BENCH_OPENBLAS
     engines.push_back({"OpenBLAS", 2});
@@ -177,7 +200,7 @@ int main(int argc, char** argv) {
                 runtime_banner().c_str(), threads, reps);
     std::printf("| group | product | M x N x K | op |");
     for (const Engine& e : engines) std::printf(" %s GFLOP/s |", e.name);
-    std::printf(" AVX-512 / Eigen |\n|---|---|---|---|");
+    std::printf(" %s / Eigen |\n|---|---|---|---|", engines.size() > 1 ? engines[1].name : "Eigen");
     for (size_t e = 0; e < engines.size(); ++e) std::printf("---:|");
     std::printf("---:|\n");
     Generator gen(1);
@@ -187,12 +210,12 @@ int main(int argc, char** argv) {
         for (int t = 0; t < (c.per_thread ? threads : 1); ++t) per.push_back(make(c, gen));
         const double flops = 2.0 * c.M * c.N * c.K;
         // Iterations per rep: about 20 ms of Eigen work (warm-up call included).
-        const double probe = time_once(engines[0], c, per, 1, threads);
+        const double probe = time_once(engines[0], c, per, 1, threads, cpu_time);
         const int64_t iters = std::max<int64_t>(1, static_cast<int64_t>(0.02 / std::max(probe, 1e-7)));
         std::vector<std::vector<double>> times(engines.size());
-        for (size_t e = 0; e < engines.size(); ++e) time_once(engines[e], c, per, std::max<int64_t>(1, iters / 4), threads);
+        for (size_t e = 0; e < engines.size(); ++e) time_once(engines[e], c, per, std::max<int64_t>(1, iters / 4), threads, cpu_time);
         for (int r = 0; r < reps; ++r)
-            for (size_t e = 0; e < engines.size(); ++e) times[e].push_back(time_once(engines[e], c, per, iters, threads));
+            for (size_t e = 0; e < engines.size(); ++e) times[e].push_back(time_once(engines[e], c, per, iters, threads, cpu_time));
         std::vector<double> gflops;
         for (auto& t : times) {
             std::sort(t.begin(), t.end());

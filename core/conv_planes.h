@@ -3,8 +3,8 @@
 // reference: torch.nn.functional.conv2d. docs: docs/ops.md "Conv kernels".
 //
 // Stride 1, dilation 1, one group, "same" padding (KH = 2 ph + 1, KW = 2 pw + 1): the 3x3 pad-1 convs of the CIFAR
-// models, on maps too large for Im2colBatched. Needs gemm_rows, i.e. the AVX-512 GEMM engine (core/gemm.h): in other
-// builds conv2d_planes_supports is false and these convs run Im2col. Letters as in core/conv_geometry.h.
+// models, on maps too large for Im2colBatched. Needs gemm_rows, i.e. razor's AVX2 or AVX-512 GEMM engine (core/gemm.h):
+// under the generic kernel family conv2d_planes_supports is false and these convs run Im2col. Letters as in core/conv_geometry.h.
 //
 // Each image is copied once into zero-padded planes xp (C, Hp, Wp), Hp = H + 2 ph, Wp = W + 2 pw, each followed by
 // 2 pw floats of slack (plane stride Pp = Hp Wp + 2 pw). On the padded-width output grid p = oh Wp + ow (ow < Wp; the

@@ -23,8 +23,8 @@ void winograd_over_batch(const ConvGeometry& g, const float* u, int64_t in_chann
     for (int64_t c = 0; c < chunks; ++c) {
         const int64_t n1 = g.N * (c + 1) / chunks;
         for (int64_t n = g.N * c / chunks; n < n1; n += nb)
-            winograd_conv3x3(u, out_channels, in_channels, in + n * in_channels * g.hw(), g.H, g.W, std::min(nb, n1 - n),
-                             bias, out + n * out_channels * g.hw(), ws + c * per_chunk);
+            winograd_conv3x3(active_isa(), u, out_channels, in_channels, in + n * in_channels * g.hw(), g.H, g.W,
+                             std::min(nb, n1 - n), bias, out + n * out_channels * g.hw(), ws + c * per_chunk);
     }
 }
 
@@ -70,7 +70,8 @@ void conv2d_winograd_weight_grad(const ConvGeometry& g, const float* x /*(N, C, 
         for (int64_t n = g.N * c / chunks; n < n1; n += nb) {
             const int64_t k = std::min(nb, n1 - n);
             const float* xn = x ? x + n * image : (x_saved->unpack_rows(n, k, x_imgs), x_imgs);
-            winograd_filter_grad(g.OC, g.C, xn, gy + n * g.OC * g.hw(), g.H, g.W, k, !first, du, du + du_size);
+            winograd_filter_grad(active_isa(), g.OC, g.C, xn, gy + n * g.OC * g.hw(), g.H, g.W, k, !first, du,
+                                 du + du_size);
             first = false;
         }
         if (first) std::fill(du, du + du_size, 0.f);   // an empty chunk

@@ -5,9 +5,9 @@
 //
 // The glue between conv2d's geometry and the per-call kernels of core/winograd.h (the algebra is there): the batch is
 // split into chunks (core/conv_geometry.h), each chunk runs winograd_images_per_call images per call. Runs 3x3,
-// stride 1, dilation 1, padding 1, one group, even H and W, in builds with AVX-512 (winograd_available()); which of
-// those convs take it is select_algorithm's choice (core/ops/conv2d.cpp). Letters as in core/conv_geometry.h, with
-// OH = H and OW = W.
+// stride 1, dilation 1, padding 1, one group, even H and W, where the active kernel family (avx2 or avx512) has the
+// kernels (winograd_available()); which of those convs take it is select_algorithm's choice (core/ops/conv2d.cpp).
+// Letters as in core/conv_geometry.h, with OH = H and OW = W.
 //   forward     y = conv3x3(x) + b, filters transformed once per call (u = G g G^T).
 //   input grad  y = conv3x3(x) is, per output position, y[oc, h, w] = sum_{c,kh,kw} W[oc, c, kh, kw] x[c, h+kh-1, w+kw-1],
 //               so gx[c, ih, iw] = sum_{oc,kh,kw} W[oc, c, kh, kw] gy[oc, ih-kh+1, iw-kw+1]

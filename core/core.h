@@ -5,6 +5,7 @@
 #include "core/anomaly.h"
 #include "core/autograd.h"
 #include "core/check.h"
+#include "core/isa.h"
 #include "core/ops.h"   // generated: every core/ops/*.h
 #include "core/rng.h"
 #include "core/runtime.h"

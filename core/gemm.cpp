@@ -1,7 +1,7 @@
 // core/gemm.cpp -- C = alpha op(A) op(B) + beta C: the engine choice, and the Eigen engine (see gemm.h).
 //
-// Engine choice (issue 6, measured; docs/bench-ops.md "GEMM engine"): builds with AVX-512 use razor's own kernel
-// (gemm_avx512.cpp), everything else Eigen 3.4. On a quiet 2-core Zen 4, `razor_gemm_bench --threads 2` measured the
+// Engine choice (issue 6, measured; docs/bench-ops.md "GEMM engine"): the active kernel family (core/isa.h) picks it:
+// avx512 razor's AVX-512 kernel (gemm_avx512.cpp), avx2 razor's AVX2+FMA kernel (gemm_avx2.cpp), generic Eigen 3.4. On a quiet 2-core Zen 4, `razor_gemm_bench --threads 2` measured the
 // AVX-512 kernel at 1.04-2.51x Eigen on every conv, ViT, MLP and attention shape of the table (e.g. conv 32->32
 // forward 76.7 -> 107.9 GFLOP/s per thread, ViT fc1 forward 75.5 -> 189.1 on two threads), and at or above
 // Debian's OpenBLAS on most of them (not on ViT qkv forward: 101.7 against 171.6).
@@ -17,6 +17,7 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "core/isa.h"
 #include "core/runtime.h"
 
 #ifdef _OPENMP
@@ -117,51 +118,92 @@ bool trivial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float 
 }  // namespace
 
 bool gemm_engine_available(GemmEngine engine) {
-#if defined(__AVX512F__)
-    return true;
-#else
-    return engine == GemmEngine::Eigen;
-#endif
+    switch (engine) {
+        case GemmEngine::Eigen: return true;
+        case GemmEngine::Avx2: return isa_supported(Isa::Avx2);
+        case GemmEngine::Avx512: return isa_supported(Isa::Avx512);
+    }
+    return false;
 }
 
-const char* gemm_engine_name() { return gemm_engine_available(GemmEngine::Avx512) ? "razor AVX-512" : "Eigen"; }
+GemmEngine gemm_engine() {
+    static const GemmEngine engine = [] {
+        switch (active_isa()) {
+            case Isa::Avx512: return GemmEngine::Avx512;
+            case Isa::Avx2: return GemmEngine::Avx2;
+            case Isa::Generic: break;
+        }
+        return GemmEngine::Eigen;
+    }();
+    return engine;
+}
+
+const char* gemm_engine_name(GemmEngine engine) {
+    constexpr const char* names[] = {"Eigen", "razor AVX2", "razor AVX-512"};   // indexed by GemmEngine
+    return names[static_cast<int>(engine)];
+}
+
+const char* gemm_engine_name() { return gemm_engine_name(gemm_engine()); }
+
+namespace {
+// razor's own engines: the same contract, the family's kernel file. Only called once the engine is available.
+void razor_engine(GemmEngine engine, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+                  const int64_t* a_rows, const int64_t* b_rows) {
+#if defined(RAZOR_X86_KERNELS)
+    const int threads = gemm_threads(M, N, K);
+    if (engine == GemmEngine::Avx512)
+        return detail::gemm_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, threads, a_rows,
+                                   b_rows);
+    if (engine == GemmEngine::Avx2)
+        return detail::gemm_avx2(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, threads, a_rows,
+                                 b_rows);
+#endif
+    RAZOR_CHECK(false) << "gemm: no kernel for engine " << gemm_engine_name(engine);
+}
+
+void require(GemmEngine engine, const char* what) {
+    if (!gemm_engine_available(engine))
+        throw Error(fmt(what, ": engine ", gemm_engine_name(engine), " needs ISA family ",
+                        engine == GemmEngine::Avx512 ? "avx512" : "avx2", ", but this CPU runs at most ",
+                        isa_name(cpu_isa()), "; hint: check gemm_engine_available() first"));
+}
+}  // namespace
 
 void gemm_with(GemmEngine engine, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-    RAZOR_CHECK(gemm_engine_available(engine)) << "gemm: engine not built in (AVX-512 needs -march=native on an "
-                                                  "AVX-512 machine)";
+    require(engine, "gemm_with");
     if (trivial(trans_a, trans_b, M, N, K, alpha, lda, ldb, beta, C, ldc)) return;
-#if defined(__AVX512F__)
-    if (engine == GemmEngine::Avx512) {
-        detail::gemm_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, gemm_threads(M, N, K));
-        return;
-    }
-#endif
-    eigen_threaded(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (engine == GemmEngine::Eigen) return eigen_threaded(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    razor_engine(engine, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr, nullptr);
 }
 
-bool gemm_rows_available() { return gemm_engine_available(GemmEngine::Avx512); }
+bool gemm_rows_available(GemmEngine engine) { return engine != GemmEngine::Eigen && gemm_engine_available(engine); }
 
-void gemm_rows(bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-               const int64_t* a_rows, const float* B, int64_t ldb, const int64_t* b_rows, float beta, float* C,
-               int64_t ldc) {
-    RAZOR_CHECK(gemm_rows_available()) << "gemm_rows: needs the AVX-512 engine (check gemm_rows_available())";
+bool gemm_rows_available() { return gemm_rows_available(gemm_engine()); }
+
+void gemm_rows_with(GemmEngine engine, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                    int64_t lda, const int64_t* a_rows, const float* B, int64_t ldb, const int64_t* b_rows,
+                    float beta, float* C, int64_t ldc) {
+    RAZOR_CHECK(engine != GemmEngine::Eigen) << "gemm_rows: the Eigen engine has no row tables (check "
+                                                "gemm_rows_available())";
+    require(engine, "gemm_rows");
     // With a row table the stride is unused; any value that satisfies the common size checks will do.
     if (a_rows) lda = K;
     if (b_rows) ldb = trans_b ? K : N;
     if (trivial(false, trans_b, M, N, K, alpha, lda, ldb, beta, C, ldc)) return;
-#if defined(__AVX512F__)
-    detail::gemm_avx512(false, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, gemm_threads(M, N, K), a_rows,
-                        b_rows);
-#else
-    (void)A, (void)B, (void)a_rows, (void)b_rows;
-#endif
+    razor_engine(engine, false, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, a_rows, b_rows);
+}
+
+void gemm_rows(bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+               const int64_t* a_rows, const float* B, int64_t ldb, const int64_t* b_rows, float beta, float* C,
+               int64_t ldc) {
+    gemm_rows_with(gemm_engine(), trans_b, M, N, K, alpha, A, lda, a_rows, B, ldb, b_rows, beta, C, ldc);
 }
 
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-    gemm_with(gemm_engine_available(GemmEngine::Avx512) ? GemmEngine::Avx512 : GemmEngine::Eigen, trans_a, trans_b,
-              M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    gemm_with(gemm_engine(), trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 }  // namespace razor

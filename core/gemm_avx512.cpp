@@ -30,8 +30,8 @@
 // Blocking: KC = 256 steps per pass over C (the A block of one tile row, 8 x 256 floats = 8 KiB, stays in L1
 // while the kernel sweeps NC = 480 columns of B, a 256 x 480 block = 480 KiB that stays in the 1 MiB L2). The first
 // K block applies beta, later ones add (beta = 1), so beta == 0 never reads C.
-// Threads: one omp parallel region; packing of B is split over the threads, one barrier, then every thread
-// computes its own block of C rows (or of C columns when C is wide: M < N), reading the shared op(B).
+// Threads (gemm_blocking.h): one omp parallel region; packing of B is split over the threads, one barrier, then every
+// thread computes its own block of C rows (or of C columns when C is wide: M < N), reading the shared op(B).
 // Summation order per element is k = 0..K-1 in KC blocks whatever the thread count, so results do not depend on
 // the number of threads.
 #include "core/gemm.h"
@@ -46,12 +46,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <memory>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "core/gemm_blocking.h"
 
 namespace razor::detail {
 namespace {
@@ -59,39 +55,7 @@ namespace {
 constexpr int MR = 8, NV = 3, NR = 16 * NV;
 constexpr int64_t KC = 256, NC = 10 * NR;
 
-// A growable 64-byte-aligned float buffer (one per thread for A panels, one per call site for B panels).
-struct AlignedBuffer {
-    struct Free {
-        void operator()(float* p) const { std::free(p); }
-    };
-    std::unique_ptr<float, Free> data;
-    int64_t size = 0;
-    float* get(int64_t n) {
-        if (n > size) {
-            const size_t bytes = (static_cast<size_t>(n) * sizeof(float) + 63) / 64 * 64;
-            data.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-            size = n;
-        }
-        return data.get();
-    }
-};
-
-struct Problem {
-    bool trans_a, trans_b;
-    int64_t M, N, K;
-    float alpha;
-    const float* A;
-    int64_t lda;
-    const float* B;
-    int64_t ldb;
-    float beta;
-    float* C;
-    int64_t ldc;
-    const float* b_packed;   // op(B) in NR-column panels (trans_b), else null: B is read in place
-    const int64_t* a_rows;   // row i of A (M, K) at A + a_rows[i] (gemm_rows; not trans_a), else as lda says
-    const int64_t* b_rows;   // stored row r of B at B + b_rows[r] (gemm_rows), else at B + r * ldb
-    int64_t b_row(int64_t r) const { return b_rows ? b_rows[r] : r * ldb; }
-};
+using Problem = GemmOperands;
 
 // c (m <= MR rows, n <= 16 * V columns, row stride ldc) = alpha * a(MR, kc) . b(kc, 16 * V) + beta * c, with V <= NV
 // column vectors: a tile edge narrower than NR runs the kernel with only the vectors it needs (a 64-column conv is a
@@ -99,7 +63,7 @@ struct Problem {
 // a: element (i, k) at a[row[i] + k * step] (rows past m repeat row m - 1: read, computed, never stored);
 // b: row k at b + b_off[k] (k * NR in a packed panel, k * ldb in place, or gemm_rows' table).
 template <int V>
-void micro_kernel(int64_t kc, const float* a, const int64_t (&row)[MR], int64_t step, const float* b,
+void micro_kernel(int64_t kc, const float* a, const int64_t* row, int64_t step, const float* b,
                   const int64_t* b_off, float* c, int64_t ldc, int m, int n, float alpha, float beta) {
     __mmask16 mask[V];   // vector v covers columns 16v .. 16v+15
     for (int v = 0; v < V; ++v) mask[v] = static_cast<__mmask16>((1u << std::clamp(n - 16 * v, 0, 16)) - 1u);
@@ -181,35 +145,20 @@ void pack_b_panel(const Problem& p, int64_t jp, float* dst) {
 
 // C rows m0 .. m1, columns n0 .. n1 (n0 a multiple of NR), on the calling thread.
 void compute_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-    // op(A)(i, k): A[k * lda + i] (A stored (K, M)) or A[i * lda + k] (stored (M, K))
-    const int64_t a_row = p.trans_a ? 1 : p.lda, a_step = p.trans_a ? p.lda : 1;
-    for (int64_t jc = n0; jc < n1; jc += NC) {
-        const int64_t nc = std::min(NC, n1 - jc);
-        for (int64_t pc = 0; pc < p.K; pc += KC) {
-            const int64_t kc = std::min(KC, p.K - pc);
-            const float beta = pc == 0 ? p.beta : 1.f;
-            int64_t b_off[KC];   // row k of this K block, relative to the tile's first column
-            for (int64_t k = 0; k < kc; ++k) b_off[k] = p.b_packed ? k * NR : p.b_row(pc + k);
-            for (int64_t i0 = m0; i0 < m1; i0 += MR) {
-                const int m = static_cast<int>(std::min<int64_t>(MR, m1 - i0));
-                int64_t row[MR];   // offsets of the tile's rows of op(A), from a
-                const float* a = p.A + pc * a_step;
-                for (int i = 0; i < MR; ++i) {
-                    const int64_t r = i0 + std::min(i, m - 1);
-                    row[i] = p.a_rows ? p.a_rows[r] : r * a_row;
-                }
-                for (int64_t jr = 0; jr < nc; jr += NR) {
-                    const int64_t j = jc + jr;
-                    const int n = static_cast<int>(std::min<int64_t>(NR, jc + nc - j));
-                    const float* b = p.b_packed ? p.b_packed + (j / NR) * p.K * NR + pc * NR : p.B + j;
-                    float* c = p.C + i0 * p.ldc + j;
-                    if (n > 32) micro_kernel<3>(kc, a, row, a_step, b, b_off, c, p.ldc, m, n, p.alpha, beta);
-                    else if (n > 16) micro_kernel<2>(kc, a, row, a_step, b, b_off, c, p.ldc, m, n, p.alpha, beta);
-                    else micro_kernel<1>(kc, a, row, a_step, b, b_off, c, p.ldc, m, n, p.alpha, beta);
-                }
+    for_each_tile<MR, NR, KC, NC>(
+        p, m0, m1, n0, n1, [](const KBlock&) {},
+        [&](const KBlock& blk, int64_t i0, int m, const float* a, const int64_t* row, int64_t step) {
+            for (int64_t j = blk.jc; j < blk.jc + blk.nc; j += NR) {
+                const int n = static_cast<int>(std::min<int64_t>(NR, blk.jc + blk.nc - j));
+                const float* b = p.b_packed ? p.b_packed + (j / NR) * p.K * NR + blk.pc * NR : p.B + j;
+                float* c = p.C + i0 * p.ldc + j;
+                const int64_t kc = blk.kc;
+                const float beta = blk.beta;
+                if (n > 32) micro_kernel<3>(kc, a, row, step, b, blk.b_off, c, p.ldc, m, n, p.alpha, beta);
+                else if (n > 16) micro_kernel<2>(kc, a, row, step, b, blk.b_off, c, p.ldc, m, n, p.alpha, beta);
+                else micro_kernel<1>(kc, a, row, step, b, blk.b_off, c, p.ldc, m, n, p.alpha, beta);
             }
-        }
-    }
+        });
 }
 
 }  // namespace
@@ -219,35 +168,11 @@ void gemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, fl
                  const int64_t* a_rows, const int64_t* b_rows) {
     Problem p{trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr, a_rows, b_rows};
     const int64_t panels = (N + NR - 1) / NR;
-    thread_local AlignedBuffer b_buffer;   // the calling thread's; shared with the team through p.b_packed
-    float* b_packed = trans_b ? b_buffer.get(panels * K * NR) : nullptr;
-    p.b_packed = b_packed;
-    // Work split: rows of C in multiples of MR, or (C wide) columns in multiples of NR.
-    const bool split_rows = M >= N;
-    const int64_t unit = split_rows ? MR : NR, units = split_rows ? (M + MR - 1) / MR : panels;
-#ifdef _OPENMP
-    const int parts = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, units)));
-#else
-    const int parts = 1;
-#endif
-    auto run = [&](int t) {
-        if (b_packed)
-            for (int64_t jp = t; jp < panels; jp += parts) pack_b_panel(p, jp, b_packed + jp * K * NR);
-        if (parts > 1) {
-#pragma omp barrier
-        }
-        const int64_t lo = units * t / parts * unit, hi = units * (t + 1) / parts * unit;
-        if (split_rows) compute_block(p, lo, std::min(hi, M), 0, N);
-        else compute_block(p, 0, M, lo, std::min(hi, N));
-    };
-    if (parts == 1) {
-        run(0);
-        return;
-    }
-#ifdef _OPENMP
-#pragma omp parallel num_threads(parts)
-    run(omp_get_thread_num());
-#endif
+    thread_local PanelBuffer b_buffer;   // the calling thread's; shared with the team through p.b_packed
+    p.b_packed = trans_b ? b_buffer.get(panels * K * NR) : nullptr;
+    split_over_threads<MR, NR>(
+        p, threads, [&](int64_t jp, float* dst) { pack_b_panel(p, jp, dst); },
+        [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) { compute_block(p, m0, m1, n0, n1); });
 }
 
 }  // namespace razor::detail

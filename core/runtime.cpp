@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "core/gemm.h"
+#include "core/isa.h"
 #include "core/tape.h"
 
 #ifdef _OPENMP
@@ -55,6 +56,8 @@ std::string runtime_banner() {
     banner += " | portable ISA";
 #endif
     banner += fmt(" | Eigen ", EIGEN_WORLD_VERSION, ".", EIGEN_MAJOR_VERSION, ".", EIGEN_MINOR_VERSION);
+    banner += fmt(" | ISA ", isa_name(active_isa()));
+    if (active_isa() != cpu_isa()) banner += fmt(" (RAZOR_ISA; the CPU has ", isa_name(cpu_isa()), ")");
     banner += fmt(" | GEMM ", gemm_engine_name());
     banner += " | save policy " + active_save_policy().name();
     if (std::string(build_type()) == "Debug")

@@ -14,7 +14,8 @@ int num_threads();
 bool openmp_enabled();
 const char* build_type();      // "Release", "Debug", ...
 
-// "razor 0.1 | Release | OpenMP on, 2 threads | -march=native | Eigen 3.4.0 | save policy dense"
+// "razor | Release build | OpenMP on, 2 threads | -march=native | Eigen 3.4.0 | ISA avx2 | GEMM razor AVX2 |
+//  save policy dense" (the ISA part adds "(RAZOR_ISA; the CPU has avx512)" when lowered)
 std::string runtime_banner();
 
 }  // namespace razor

@@ -26,11 +26,14 @@
 
 #include <cstdint>
 
+#include "core/isa.h"
+
 namespace razor::detail {
 
-// Whether this build has the kernels below: they are AVX-512 kernels, so false in builds without __AVX512F__ (there
-// winograd_conv3x3 and winograd_filter_grad throw). Which convs run them is select_algorithm's choice
+// Whether family isa has the kernels below and this CPU runs it (avx2 and avx512 have them, generic has none);
+// without an argument, for the active family (active_isa()). Which convs run them is select_algorithm's choice
 // (core/ops/conv2d.cpp); core/conv_winograd.h runs them over a batch.
+bool winograd_available(Isa isa);
 bool winograd_available();
 
 // u (16, OC, C) = G g G^T of each filter g = w[oc, c] (3x3), w (OC, C, 3, 3). With flip, the filters of the input
@@ -46,18 +49,19 @@ int64_t winograd_images_per_call(int64_t C, int64_t OC, int64_t H, int64_t W);
 int64_t winograd_scratch_floats(int64_t C, int64_t OC, int64_t H, int64_t W);
 
 // y (nb, OC, H, W) = conv3x3(x, pad 1) + bias for nb <= winograd_images_per_call images x (nb, C, H, W). The zero
-// padding is implicit (masked loads): nothing is copied. u from winograd_filters; bias (OC) or null. Runs on the
-// calling thread (its GEMMs too).
-void winograd_conv3x3(const float* u, int64_t OC, int64_t C, const float* x, int64_t H, int64_t W, int64_t nb,
-                      const float* bias, float* y, float* scratch);
+// padding is never stored in x's layout (AVX-512: masked loads; AVX2: one band's rows copied into a zero-padded
+// strip in scratch). u from winograd_filters; bias (OC) or null. Runs on the
+// calling thread (its GEMMs too). isa: the kernel family (winograd_available(isa) must hold; throws otherwise).
+void winograd_conv3x3(Isa isa, const float* u, int64_t OC, int64_t C, const float* x, int64_t H, int64_t W,
+                      int64_t nb, const float* bias, float* y, float* scratch);
 
 // The weight gradient, by the adjoint of the same algebra: with Gy[xi] = (A gy_tile A^T)[xi] for each 2x2 tile of gy
 // (A = (A^T)^T), dL/dU[xi] (OC, C) = sum over tiles Gy[xi] (OC, T) . V[xi]^T (T, C) -- 16 GEMMs again, 2.25x fewer
 // multiplies than the direct gW -- and dL/dg = G^T dU G per filter.
 // du (16, OC, C) (+)= the first part for nb <= winograd_images_per_call images x (nb, C, H, W), gy (nb, OC, H, W).
 // accumulate: add to du instead of overwriting it.
-void winograd_filter_grad(int64_t OC, int64_t C, const float* x, const float* gy, int64_t H, int64_t W, int64_t nb,
-                          bool accumulate, float* du, float* scratch);
+void winograd_filter_grad(Isa isa, int64_t OC, int64_t C, const float* x, const float* gy, int64_t H, int64_t W,
+                          int64_t nb, bool accumulate, float* du, float* scratch);
 // gw (OC, C, 3, 3) = G^T du G per (oc, c).
 void winograd_filter_grad_to_weights(const float* du, int64_t OC, int64_t C, float* gw);
 

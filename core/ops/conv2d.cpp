@@ -28,14 +28,14 @@ namespace razor {
 
 // The forward takes the first of these that applies (the fastest where measured; docs/ops.md "Conv kernels"):
 //   Depthwise      groups == C (Cg = 1): a direct kernel.
-//   WinogradF2x3   3x3 pad-1 stride-1 convs on even maps (AVX-512 builds) with at least 10 channels in and out, on
+//   WinogradF2x3   3x3 pad-1 stride-1 convs on even maps (avx2, avx512) with at least 10 channels in and out, on
 //                  maps of at least 256 positions (16x16 and larger) or at most 16 2x2 tiles (8x8 and smaller). Where
 //                  it is faster was measured on one image and one thread against the padded-window GEMM: the 16 GEMMs
 //                  have K = C (and K = OC for gx), and below about 10 channels or 256 positions their fixed costs and
 //                  the transforms outweigh the saved multiplies (3 -> 16 channels at 32x32: 17 us against 10 us
 //                  direct; 16 -> 16 at 32x32: 39 against 47; 64 -> 64: 397 against 733). Maps between 8x8 and 16x16
-//                  stay direct: untuned.
-//   PaddedPlanes   the other stride-1 "same" convs with one group (AVX-512 builds), unless 1x1 or batched below.
+//                  stay direct: untuned. (Measured with the AVX-512 kernels; the avx2 family takes the same thresholds.)
+//   PaddedPlanes   the other stride-1 "same" convs with one group (avx2, avx512), unless 1x1 or batched below.
 //   Im2colBatched  maps of at most 128 output positions: several images per GEMM.
 //   Gemm1x1        1x1 stride-1 unpadded convs: the image is the GEMM operand.
 //   Im2col         everything else.

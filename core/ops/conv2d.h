@@ -31,7 +31,7 @@ struct ConvAlgorithms {
     ConvAlgorithm forward, input_grad, weight_grad;
 };
 
-// What conv2d runs for this geometry in this build (the AVX-512-only families are absent without __AVX512F__). The
+// What conv2d runs for this geometry under the active kernel family (no Winograd or padded planes under generic). The
 // one place that chooses; conv2d's forward and backward both dispatch on it. docs/ops.md "Conv kernels".
 ConvAlgorithms select_algorithm(const ConvGeometry& g);
 

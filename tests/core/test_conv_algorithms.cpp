@@ -1,9 +1,11 @@
 // tests/core/test_conv_algorithms.cpp -- conv2d's kernel chooser (select_algorithm) and its kernel families: which
-// family runs each representative geometry in this build (the AVX-512 families only where __AVX512F__ is defined),
+// family runs each representative geometry under the active kernel family (padded planes and Winograd only where it is
+// avx2 or avx512: under RAZOR_ISA=generic they are not offered),
 // and every family that can run a geometry agrees with a float64 direct loop, forward, gx and gW, with a dense x and
 // with x expanded one image at a time.
 #include <set>
 
+#include "core/isa.h"
 #include "core/saved.h"
 #include "support/conv_reference.h"
 #include "support/gradcheck.h"
@@ -15,11 +17,8 @@ namespace {
 
 using A = ConvAlgorithm;
 
-#if defined(__AVX512F__)
-constexpr bool kAvx512 = true;
-#else
-constexpr bool kAvx512 = false;
-#endif
+// Whether the active kernel family has razor's own GEMM (gemm_rows) and Winograd kernels: avx2 and avx512 do.
+const bool kSimd = active_isa() != Isa::Generic;
 
 Conv2dOptions opts(int64_t stride, int64_t pad, int64_t dil = 1, int64_t groups = 1) {
     return {{stride, stride}, {pad, pad}, {dil, dil}, groups};
@@ -50,7 +49,7 @@ private:
 
 }  // namespace
 
-TEST_CASE("conv algorithms: select_algorithm picks, per build ISA, the kernel measured fastest") {
+TEST_CASE("conv algorithms: select_algorithm picks, per kernel family, the kernel measured fastest") {
     auto check = [](const char* name, const ConvGeometry& g, A expected) {
         INFO(name);
         const ConvAlgorithms a = select_algorithm(g);
@@ -62,7 +61,7 @@ TEST_CASE("conv algorithms: select_algorithm picks, per build ISA, the kernel me
     struct Case {
         const char* name;
         ConvGeometry g;
-        A avx512, other;   // the choice in builds with and without __AVX512F__
+        A simd, other;   // the choice under avx2 or avx512 (same thresholds), and under generic
     };
     const std::vector<Case> by_isa = {
         {"3x3 p1 16->16 at 32x32", geo({2, 16, 32, 32}, 16, 3, 1, 1), A::WinogradF2x3, A::Im2col},
@@ -75,7 +74,7 @@ TEST_CASE("conv algorithms: select_algorithm picks, per build ISA, the kernel me
         {"3x3 p1 16->16 at 15x16 (odd)", geo({2, 16, 15, 16}, 16, 3, 1, 1), A::PaddedPlanes, A::Im2col},
         {"5x5 p2 at 16x16", geo({2, 16, 16, 16}, 16, 5, 1, 2), A::PaddedPlanes, A::Im2col},
     };
-    for (const Case& c : by_isa) check(c.name, c.g, kAvx512 ? c.avx512 : c.other);
+    for (const Case& c : by_isa) check(c.name, c.g, kSimd ? c.simd : c.other);
     // The same in every build.
     check("1x1 16->32 at 32x32", geo({2, 16, 32, 32}, 32, 1, 1, 0), A::Gemm1x1);
     check("1x1 32->64 at 8x8 (batched beats in place)", geo({2, 32, 8, 8}, 64, 1, 1, 0), A::Im2colBatched);
@@ -90,10 +89,10 @@ TEST_CASE("conv algorithms: select_algorithm picks, per build ISA, the kernel me
     check("7x7 p3 s2 3->64 at 224x224 (an ImageNet stem)", geo({1, 3, 224, 224}, 64, 7, 2, 3), A::Im2col);
 }
 
-TEST_CASE("conv algorithms: the AVX-512 families are offered exactly in AVX-512 builds") {
+TEST_CASE("conv algorithms: padded planes and Winograd are offered exactly under the avx2 and avx512 families") {
     const ConvGeometry g = geo({2, 16, 32, 32}, 16, 3, 1, 1);
-    CHECK(conv2d_supports(A::PaddedPlanes, g) == kAvx512);
-    CHECK(conv2d_supports(A::WinogradF2x3, g) == kAvx512);
+    CHECK(conv2d_supports(A::PaddedPlanes, g) == kSimd);
+    CHECK(conv2d_supports(A::WinogradF2x3, g) == kSimd);
     CHECK(conv2d_supports(A::Im2col, g));
     CHECK_FALSE(conv2d_supports(A::Gemm1x1, g));
     CHECK_FALSE(conv2d_supports(A::Depthwise, g));
@@ -180,7 +179,7 @@ TEST_CASE("conv algorithms: every family that can run a geometry matches a float
         }
     }
     // im2col runs all 19, im2col-batched the 13 with at most 128 output positions, gemm-1x1 the 2 pointwise ones,
-    // depthwise 3; with AVX-512 the padded planes run the 9 stride-1 same-padded ones with one group and Winograd
+    // depthwise 3; under avx2 or avx512 the padded planes run the 9 stride-1 same-padded ones with one group and Winograd
     // the 5 of those that are 3x3 on even maps.
-    CHECK(runs == 19 + 13 + 2 + 3 + (kAvx512 ? 9 + 5 : 0));
+    CHECK(runs == 19 + 13 + 2 + 3 + (kSimd ? 9 + 5 : 0));
 }

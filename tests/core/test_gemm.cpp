@@ -1,8 +1,8 @@
-// tests/core/test_gemm.cpp -- core/gemm.h against a naive triple loop: every engine built in (Eigen, and razor's
-// AVX-512 kernel where the build has it), every trans_a/trans_b combination, padded leading dimensions, beta 0
+// tests/core/test_gemm.cpp -- core/gemm.h against a naive triple loop: every engine this CPU runs (Eigen, razor's
+// AVX2 kernel on AVX2 machines and its AVX-512 kernel on AVX-512 ones, each called in-process with gemm_with), every trans_a/trans_b combination, padded leading dimensions, beta 0
 // (C not read), 1 and other, sizes that take the per-thread split along rows and along columns of C, edge tiles
-// of the AVX-512 kernel (M, N, K = 1, one past and one short of its 8 x 48 tile, past its K, row and column
-// blocks), and products called from inside an OpenMP parallel region (conv2d's per-image GEMMs).
+// of razor's kernels (M, N, K = 1, one past and one short of the AVX-512 8 x 48 and the AVX2 6 x 16 tile, past
+// their K, row and column blocks), and products called from inside an OpenMP parallel region (conv2d's per-image GEMMs).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -12,6 +12,7 @@
 
 #include "core/core.h"
 #include "core/gemm.h"
+#include "core/isa.h"
 
 using namespace razor;
 
@@ -28,7 +29,8 @@ struct Size {
 
 std::vector<GemmEngine> engines() {
     std::vector<GemmEngine> list{GemmEngine::Eigen};
-    if (gemm_engine_available(GemmEngine::Avx512)) list.push_back(GemmEngine::Avx512);
+    for (GemmEngine e : {GemmEngine::Avx2, GemmEngine::Avx512})
+        if (gemm_engine_available(e)) list.push_back(e);
     return list;
 }
 
@@ -55,7 +57,7 @@ void check_all(Size s, Generator& gen, Call call) {
                         e = static_cast<float>(alpha * acc + (beta == 0.f ? 0.0 : beta * static_cast<double>(e)));
                     }
                 for (GemmEngine engine : engines()) {
-                    INFO("engine ", std::string(engine == GemmEngine::Eigen ? "Eigen" : "AVX-512"), " M ", s.M, " N ", s.N, " K ",
+                    INFO("engine ", std::string(gemm_engine_name(engine)), " M ", s.M, " N ", s.N, " K ",
                          s.K, " trans_a ", ta, " trans_b ", tb, " beta ", beta);
                     std::vector<float> C = C0;
                     if (beta == 0.f)   // beta 0 must not read C: NaN there must not leak into the result
@@ -89,12 +91,15 @@ TEST_CASE("gemm: matches a naive product for every engine, transpose, leading di
     for (Size s : {Size{5, 7, 3}, Size{150, 24, 40}, Size{24, 150, 40}, Size{4, 6, 0}}) check_all(s, gen, direct);
 }
 
-TEST_CASE("gemm: edge tiles and blocks of the AVX-512 kernel, every engine") {
+TEST_CASE("gemm: edge tiles and blocks of razor's kernels, every engine") {
     Generator gen(12);
     // M, N, K = 1; one short of / one past the 8 x 48 tile and a 16-column vector; K past one 256-step block;
     // M past a 128-row block and N past a 480-column block (with a split over the threads: > 2^17 products).
+    // AVX2: 6 x 16 tiles with 4- and 2-row remainders (M = 5, 7, 10, 16, 17), N one short of / past 16, past the
+    // 240-column block.
     for (Size s : {Size{1, 1, 1}, Size{1, 33, 5}, Size{9, 1, 7}, Size{7, 47, 1}, Size{9, 49, 17}, Size{8, 48, 16},
-                   Size{3, 15, 300}, Size{17, 97, 257}, Size{137, 517, 261}, Size{64, 1000, 9}, Size{1000, 20, 9}})
+                   Size{3, 15, 300}, Size{17, 97, 257}, Size{137, 517, 261}, Size{64, 1000, 9}, Size{1000, 20, 9},
+                   Size{5, 16, 9}, Size{6, 17, 8}, Size{10, 15, 33}, Size{16, 241, 19}, Size{17, 256, 70}})
         check_all(s, gen, direct);
 }
 
@@ -117,24 +122,38 @@ TEST_CASE("gemm: called from inside a parallel region (conv2d's per-image produc
                   });
 }
 
-TEST_CASE("gemm: the AVX-512 engine gives the same bits on 1 and 2 threads") {
-    if (!gemm_engine_available(GemmEngine::Avx512)) return;
+TEST_CASE("gemm: razor's engines give the same bits on 1 and 2 threads") {
     Generator gen(14);
     const int64_t M = 300, N = 200, K = 520;
     const std::vector<float> A = random_vector(static_cast<size_t>(M * K), gen), B = random_vector(static_cast<size_t>(N * K), gen);
-    const int saved = num_threads();
-    std::vector<float> one(static_cast<size_t>(M * N)), two(static_cast<size_t>(M * N));
-    set_num_threads(1);
-    gemm_with(GemmEngine::Avx512, false, true, M, N, K, 1.f, A.data(), K, B.data(), K, 0.f, one.data(), N);
-    set_num_threads(2);
-    gemm_with(GemmEngine::Avx512, false, true, M, N, K, 1.f, A.data(), K, B.data(), K, 0.f, two.data(), N);
-    set_num_threads(saved);
-    CHECK(one == two);
+    for (GemmEngine engine : engines()) {
+        if (engine == GemmEngine::Eigen) continue;
+        INFO("engine ", std::string(gemm_engine_name(engine)));
+        const int saved = num_threads();
+        std::vector<float> one(static_cast<size_t>(M * N)), two(static_cast<size_t>(M * N));
+        set_num_threads(1);
+        gemm_with(engine, false, true, M, N, K, 1.f, A.data(), K, B.data(), K, 0.f, one.data(), N);
+        set_num_threads(2);
+        gemm_with(engine, false, true, M, N, K, 1.f, A.data(), K, B.data(), K, 0.f, two.data(), N);
+        set_num_threads(saved);
+        CHECK(one == two);
+    }
+}
+
+TEST_CASE("gemm: the engine gemm() runs is the active kernel family's, and unavailable engines are refused") {
+    const GemmEngine expected = active_isa() == Isa::Avx512 ? GemmEngine::Avx512
+                                : active_isa() == Isa::Avx2 ? GemmEngine::Avx2
+                                                            : GemmEngine::Eigen;
+    CHECK(gemm_engine() == expected);
+    CHECK(gemm_rows_available() == (expected != GemmEngine::Eigen));
+    float a = 1.f, b = 2.f, c = 0.f;
+    for (GemmEngine engine : {GemmEngine::Avx2, GemmEngine::Avx512})
+        if (!gemm_engine_available(engine))
+            CHECK_THROWS_AS(gemm_with(engine, false, false, 1, 1, 1, 1.f, &a, 1, &b, 1, 0.f, &c, 1), Error);
 }
 
 TEST_CASE("gemm_rows: A or B given by row addresses (overlapping windows) equals gemm on the explicit matrix") {
-    if (!gemm_rows_available()) return;   // AVX-512 engine only; conv2d then builds im2col instead
-    Generator gen(11);
+    Generator gen(11);   // razor's engines only (the Eigen engine has no row tables; conv2d then builds im2col)
     // rows x len windows of a buffer: row r starts at offsets[r] (overlapping, unsorted, like conv2d's taps).
     struct Windows {
         std::vector<float> buffer, matrix;   // the buffer and the explicit (rows, len) matrix
@@ -148,23 +167,26 @@ TEST_CASE("gemm_rows: A or B given by row addresses (overlapping windows) equals
             for (int64_t j = 0; j < len; ++j) w.matrix[r * len + j] = w.buffer[w.offsets[r] + j];
         return w;
     };
-    for (Size s : {Size{5, 37, 9}, Size{17, 100, 300}, Size{8, 48, 256}, Size{1, 1, 1}, Size{33, 130, 70}}) {
+    for (GemmEngine engine : engines()) {
+      if (engine == GemmEngine::Eigen) continue;
+      for (Size s : {Size{5, 37, 9}, Size{17, 100, 300}, Size{8, 48, 256}, Size{1, 1, 1}, Size{33, 130, 70}}) {
         for (int tb = 0; tb < 2; ++tb) {
-            INFO("M ", s.M, " N ", s.N, " K ", s.K, " trans_b ", tb);
+            INFO("engine ", std::string(gemm_engine_name(engine)), " M ", s.M, " N ", s.N, " K ", s.K, " trans_b ", tb);
             const int64_t rows = tb ? s.N : s.K, len = tb ? s.K : s.N;   // B stored (rows, len)
             const Windows a = windows(s.M, s.K), b = windows(rows, len);
             for (float beta : {0.f, 1.f}) {
                 std::vector<float> expected = random_vector(static_cast<size_t>(s.M * s.N), gen);
                 std::vector<float> got_b = expected, got_a = expected;
-                gemm_with(GemmEngine::Avx512, false, tb, s.M, s.N, s.K, 0.5f, a.matrix.data(), s.K, b.matrix.data(),
-                          len, beta, expected.data(), s.N);
-                gemm_rows(tb, s.M, s.N, s.K, 0.5f, a.matrix.data(), s.K, nullptr, b.buffer.data(), 0,
-                          b.offsets.data(), beta, got_b.data(), s.N);
-                gemm_rows(tb, s.M, s.N, s.K, 0.5f, a.buffer.data(), 0, a.offsets.data(), b.matrix.data(), len,
-                          nullptr, beta, got_a.data(), s.N);
+                gemm_with(engine, false, tb, s.M, s.N, s.K, 0.5f, a.matrix.data(), s.K, b.matrix.data(), len, beta,
+                          expected.data(), s.N);
+                gemm_rows_with(engine, tb, s.M, s.N, s.K, 0.5f, a.matrix.data(), s.K, nullptr, b.buffer.data(), 0,
+                               b.offsets.data(), beta, got_b.data(), s.N);
+                gemm_rows_with(engine, tb, s.M, s.N, s.K, 0.5f, a.buffer.data(), 0, a.offsets.data(), b.matrix.data(),
+                               len, nullptr, beta, got_a.data(), s.N);
                 CHECK(got_b == expected);   // the same kernel, summation order and blocking: bit for bit
                 CHECK(got_a == expected);
             }
         }
+      }
     }
 }

@@ -1,0 +1,38 @@
+// tests/core/test_isa.cpp -- the kernel-family choice (core/isa.h): RAZOR_ISA's rule (lower only, clear errors), and
+// that the active family is one this CPU runs.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "core/check.h"
+#include "core/isa.h"
+
+using namespace razor;
+
+TEST_CASE("isa: RAZOR_ISA lowers the family, never raises it, and names what it got") {
+    CHECK(resolve_isa("", Isa::Avx2) == Isa::Avx2);
+    CHECK(resolve_isa("generic", Isa::Avx512) == Isa::Generic);
+    CHECK(resolve_isa("avx2", Isa::Avx512) == Isa::Avx2);
+    CHECK(resolve_isa("avx512", Isa::Avx512) == Isa::Avx512);
+    CHECK(resolve_isa("avx2", Isa::Avx2) == Isa::Avx2);
+    try {
+        resolve_isa("avx512", Isa::Avx2);
+        FAIL("asking for avx512 on an avx2 CPU must throw");
+    } catch (const Error& e) {
+        const std::string m = e.what();
+        CHECK(m.find("RAZOR_ISA") != std::string::npos);
+        CHECK(m.find("avx512") != std::string::npos);
+        CHECK(m.find("avx2") != std::string::npos);
+    }
+    CHECK_THROWS_AS(resolve_isa("avx2", Isa::Generic), Error);
+    CHECK_THROWS_AS(resolve_isa("AVX2", Isa::Avx512), Error);   // names are lower case, as isa_name writes them
+    CHECK_THROWS_AS(resolve_isa("sse4", Isa::Avx512), Error);
+}
+
+TEST_CASE("isa: the active family is one the CPU runs, and the names round-trip") {
+    CHECK(isa_supported(active_isa()));
+    CHECK(isa_supported(Isa::Generic));
+    CHECK(isa_supported(cpu_isa()));
+    for (Isa isa : {Isa::Generic, Isa::Avx2, Isa::Avx512})
+        if (isa_supported(isa)) CHECK(resolve_isa(isa_name(isa), cpu_isa()) == isa);
+}
