@@ -58,6 +58,7 @@ PretrainedModel pretrained_model(const std::string& command, const std::string& 
         m.name = arch.model;
     }
     if (m.name == arch.model && arch.depth != 12) m.depth = arch.depth;   // a ViT cut to fewer blocks
+    if (recorded == checkpoint.model_metadata.end()) m.preprocessing = models::published_preprocessing(arch.dialect);
     return m;
 }
 

@@ -9,6 +9,7 @@
 // plot, plus --from and --freeze-bn, and fine-tuning defaults (apps/train_options.h).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +29,9 @@ std::string classifier_head(const nn::Module& model);
 struct PretrainedModel {
     std::string name;
     int64_t depth = 0;
+    // A file trained elsewhere (it records no razor model): the preprocessing its dialect's published weights were
+    // trained with (models::published_preprocessing), the fine-tune's defaults under --mean/--std/--interpolation.
+    std::map<std::string, std::string> preprocessing;
 };
 PretrainedModel pretrained_model(const std::string& command, const std::string& source, const std::string& model,
                                  const train::Checkpoint& checkpoint);

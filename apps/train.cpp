@@ -69,6 +69,7 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
         pretrained = train::open_checkpoint(c.from, true);
         const PretrainedModel m = pretrained_model(cmd, c.from, c.model, pretrained);
         c.model = m.name, depth = m.depth;
+        for (const auto& [key, value] : m.preprocessing) pretrained.model_metadata.try_emplace(key, value);
     }
     set_num_threads(static_cast<int>(c.run.threads));
     std::printf("%s\n", runtime_banner().c_str());

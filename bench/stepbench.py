@@ -50,9 +50,9 @@ def need_razor(razor):
         sys.exit(f"{razor} not found; build it first (cmake --build build --target razor)")
 
 
-def razor_cmd(razor, model, batch, threads, steps, warmup, extra=()):
+def razor_cmd(razor, model, batch, threads, steps, warmup, extra=(), image_size=32):
     return [razor, "bench", "--json", "--model", model, "--batch", str(batch), "--threads", str(threads),
-            "--steps", str(steps), "--warmup", str(warmup)] + list(extra)
+            "--steps", str(steps), "--warmup", str(warmup), "--image-size", str(image_size)] + list(extra)
 
 
 def razor_step(razor, model, batch, threads, steps, warmup, extra=()):
@@ -60,9 +60,10 @@ def razor_step(razor, model, batch, threads, steps, warmup, extra=()):
     return run_json(razor_cmd(razor, model, batch, threads, steps, warmup, extra))
 
 
-def torch_cmd(model, batch, threads, steps, warmup, seed=0):
+def torch_cmd(model, batch, threads, steps, warmup, seed=0, image_size=32):
     return [sys.executable, os.path.abspath(__file__), "--torch-worker", "--model", model, "--batch", str(batch),
-            "--threads", str(threads), "--steps", str(steps), "--warmup", str(warmup), "--seed", str(seed)]
+            "--threads", str(threads), "--steps", str(steps), "--warmup", str(warmup), "--seed", str(seed),
+            "--image-size", str(image_size)]
 
 
 def torch_step(model, batch, threads, steps, warmup, seed=0):
@@ -120,6 +121,21 @@ def write_between_markers(path, key, text):
     os.replace(path + ".tmp", path)
 
 
+def torch_model(name, image_size, cifar_models):
+    """The PyTorch twin of razor's `name`: the CIFAR zoo's from scripts/fixtures/ops_models.py, torchvision's ImageNet
+    families (10 classes, as razor bench's default) from torchvision.models; vit_s_16 is torchvision's
+    VisionTransformer at ViT-S/16's widths (timm's vit_small_patch16_224 layout), as razor builds it."""
+    if name in cifar_models:
+        return cifar_models[name]()
+    import torchvision
+    if name == "vit_s_16":
+        return torchvision.models.VisionTransformer(image_size=image_size, patch_size=16, num_layers=12, num_heads=6,
+                                                    hidden_dim=384, mlp_dim=1536, num_classes=10)
+    if name.startswith("vit_"):
+        return torchvision.models.__dict__[name](num_classes=10, image_size=image_size)
+    return torchvision.models.__dict__[name](num_classes=10)
+
+
 def torch_worker(args):
     """One PyTorch step benchmark in this process; prints one JSON line with razor bench's fields."""
     import torch
@@ -129,10 +145,10 @@ def torch_worker(args):
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    model = MODELS[args.model]()
+    model = torch_model(args.model, args.image_size, MODELS)
     model.train()
     opt = torch.optim.SGD(model.parameters(), **SGD)
-    x = torch.randn(args.batch, 3, 32, 32)
+    x = torch.randn(args.batch, 3, args.image_size, args.image_size)
     y = torch.randint(0, 10, (args.batch,))
 
     def step():
@@ -202,6 +218,7 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--image-size", type=int, default=32)
     args = ap.parse_args()
     if args.torch_sgemm > 0:
         return torch_sgemm(args)

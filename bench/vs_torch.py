@@ -30,6 +30,8 @@ razor's build banner) and the command.
   cmake --build build --target razor razor_op_bench
   /usr/bin/python3 bench/vs_torch.py                                   # all 7 models, batch 128, 2 threads
   /usr/bin/python3 bench/vs_torch.py --quick                           # smoke: mlp, resnet20, 2 reps, 3 steps
+  /usr/bin/python3 bench/vs_torch.py --models resnet50 --image-size 224 --batch 32 --razor-models "" --keep-models ""
+                                                    # torchvision's ImageNet families at 224 px (own block in --write)
 """
 import argparse
 import os
@@ -44,9 +46,10 @@ import stepbench  # noqa: E402  (bench/stepbench.py: razor bench runner, PyTorch
 MODELS = "mlp,resnet20,resnet32,resnet56,resnet32x2,vgg19_bn,vit_tiny"
 
 
-def forward_flops_per_image(razor, model):
+def forward_flops_per_image(razor, model, image_size):
     """razor info's 'forward FLOPs N per image' (batch 1)."""
-    out = subprocess.run([razor, "info", "--model", model], capture_output=True, text=True)
+    out = subprocess.run([razor, "info", "--model", model, "--image-size", str(image_size)], capture_output=True,
+                         text=True)
     m = re.search(r"forward FLOPs\s+([\d,]+) per image", out.stdout)
     if out.returncode != 0 or not m:
         sys.exit(f"vs_torch.py: razor info --model {model} gave no 'forward FLOPs ... per image' line:\n"
@@ -59,10 +62,10 @@ def plan(args):
     rows = []
     for model in args.models.split(","):
         razor = lambda extra=(): stepbench.razor_cmd(args.razor, model, args.batch, args.threads, args.steps,
-                                                      args.warmup, extra)
+                                                      args.warmup, extra, args.image_size)
         rows.append((model, "razor", "dense", razor()))
         rows.append((model, "PyTorch", "torch", stepbench.torch_cmd(model, args.batch, args.threads, args.steps,
-                                                                  args.warmup)))
+                                                                  args.warmup, image_size=args.image_size)))
         if model in args.razor_models.split(","):
             rows.append((model, f"razor, Back Razor tape r={args.razor_ratio} {args.razor_values}", "tape",
                          razor(["--razor", str(args.razor_ratio), "--razor-values", args.razor_values])))
@@ -78,6 +81,8 @@ def main():
                     help="razor_op_bench (for razor's sgemm)")
     ap.add_argument("--models", default=MODELS)
     ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--image-size", type=int, default=32,
+                    help="input height = width (224 for the ImageNet families: resnet50, mobilenet_v2, vit_b_16)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=3, help="repetitions; each runs every row once, alternating")
     ap.add_argument("--steps", type=int, default=5, help="timed steps per process")
@@ -99,7 +104,7 @@ def main():
     if not os.path.exists(args.op_bench):
         sys.exit(f"{args.op_bench} not found; build it first (cmake --build build --target razor_op_bench)")
 
-    flops = {m: 3 * forward_flops_per_image(args.razor, m) for m in args.models.split(",")}   # training, per image
+    flops = {m: 3 * forward_flops_per_image(args.razor, m, args.image_size) for m in args.models.split(",")}   # training, per image
     banner = stepbench.razor_banner(args.razor, args.threads)
     rows = plan(args)
     results = {(model, label): [] for model, label, _, _ in rows}
@@ -141,11 +146,12 @@ def main():
                      f"{min(spread):,.0f}–{max(spread):,.0f} |")
 
     command = "/usr/bin/python3 bench/vs_torch.py " + " ".join(a for a in sys.argv[1:])
-    gemm_engine = "razor AVX-512" if "GEMM razor AVX-512" in banner else "Eigen"   # what razor's banner names
+    engine = re.search(r"GEMM ([^|]+)", banner)
+    gemm_engine = engine.group(1).strip() if engine else "?"   # what razor's banner names
     smoke = ("**Smoke run** (`--quick`: 2 models, 2 repetitions of 3 steps, a 1024³ sgemm) on a loaded machine: it "
              "checks that the harness works, it is not the measurement.\n\n") if args.quick else ""
     text = "\n".join([
-        smoke + f"Batch {args.batch}, {args.threads} threads per side, {stepbench.SGD_TEXT}; {args.reps} "
+        smoke + f"Batch {args.batch}, {args.image_size} px, {args.threads} threads per side, {stepbench.SGD_TEXT}; {args.reps} "
         f"repetitions of {args.steps} timed steps after {args.warmup} warm-up per process, razor and PyTorch "
         f"alternating; medians. Training FLOPs = 3 x `razor info`'s forward FLOPs per image. sgemm peak "
         f"({args.sgemm}³, float32, median of 3 products per repetition): razor's gemm ({gemm_engine}) "
@@ -155,7 +161,8 @@ def main():
         f"Command: `{command.strip()}`", ""] + lines)
     print("\n" + text)
     if args.write:
-        stepbench.write_between_markers(args.write, "vs-torch", text)
+        key = "vs-torch" if args.image_size == 32 else f"vs-torch-{args.image_size}px"   # its own block per size
+        stepbench.write_between_markers(args.write, key, text)
         print(f"\nwrote {args.write}", file=sys.stderr)
 
 

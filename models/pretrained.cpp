@@ -157,4 +157,15 @@ FittedState fit_state(const State& file_state, const nn::Module& model, const st
     return f;
 }
 
+std::map<std::string, std::string> published_preprocessing(const std::string& dialect) {
+    if (dialect == "torchvision")
+        return {{"normalize_mean", "0.485,0.456,0.406"}, {"normalize_std", "0.229,0.224,0.225"},
+                {"interpolation", "bilinear"}};
+    if (dialect == "timm")
+        return {{"normalize_mean", "0.5,0.5,0.5"}, {"normalize_std", "0.5,0.5,0.5"}, {"interpolation", "bicubic"}};
+    if (dialect == "huggingface")
+        return {{"normalize_mean", "0.5,0.5,0.5"}, {"normalize_std", "0.5,0.5,0.5"}, {"interpolation", "bilinear"}};
+    return {};
+}
+
 }  // namespace razor::models

@@ -33,6 +33,12 @@ struct CheckpointArchitecture {
 // "module." prefixes (nn.DataParallel) are ignored. Never throws: `model` stays empty and `detail` says why.
 CheckpointArchitecture identify_checkpoint(const std::map<std::string, Tensor>& state);
 
+// The input normalisation and resize filter the published weights of a dialect were trained with, under razor's
+// checkpoint-metadata keys ("normalize_mean", "normalize_std", "interpolation"), for a file that records none:
+// torchvision's ImageNet recipes (mean 0.485,0.456,0.406, std 0.229,0.224,0.225, bilinear), timm's ViTs (0.5, 0.5,
+// bicubic) and Hugging Face's ViTImageProcessor (0.5, 0.5, bilinear). Empty for an unknown dialect.
+std::map<std::string, std::string> published_preprocessing(const std::string& dialect);
+
 // A file's state dict in `model`'s terms. `head` is the model's classifier path ("fc", "heads.head"); its tensors
 // are compared apart from the rest: the head loads only when its weight has the model's shape.
 struct FittedState {

@@ -51,6 +51,8 @@ TEST_CASE("razor finetune --from a timm ViT at another image size: model inferre
     CHECK(out.find("18 tensors loaded (timm names; position embedding 14x14 -> 2x2 (bicubic))") != std::string::npos);
     CHECK(count(out, "head re-initialised for 2 classes (checkpoint has 5)\n") == 1);
     CHECK(count(out, "re-initialised") == 1);
+    // a timm file records no preprocessing: timm's own (mean = std = 0.5, bicubic), not statistics of the new folder
+    CHECK(out.find("bicubic), normalise mean (0.5,0.5,0.5) std (0.5,0.5,0.5)") != std::string::npos);
     const SafeTensors v = load_safetensors(tmp / "v/last/model.safetensors");
     CHECK(v.metadata.at("model") == "vit_s_16");   // from the keys: --model was not given
     CHECK(v.tensors.at("encoder.pos_embedding").shape() == Shape{1, 5, 384});
@@ -131,6 +133,7 @@ TEST_CASE("razor finetune --from a torchvision resnet18 .pth: model inferred, on
     CHECK(count(out, "head re-initialised for 4 classes (checkpoint has 6)\n") == 1);
     CHECK(count(out, "re-initialised") == 1);
     CHECK(out.find("120 tensors loaded (torchvision names)") != std::string::npos);   // all 122 but fc's 2
+    CHECK(out.find("bilinear), normalise mean (0.485,0.456,0.406) std (0.229,0.224,0.225)") != std::string::npos);
     const SafeTensors file = load_pytorch(pth);
     const SafeTensors a = load_safetensors(tmp / "a/last/model.safetensors");
     CHECK(a.metadata.at("model") == "resnet18");

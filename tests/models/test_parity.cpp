@@ -25,10 +25,12 @@ using namespace razor;
 
 namespace {
 
-// Worst |got - ref| / (|ref| + scale) over the elements; scale = max |ref|.
-double worst_error(const std::vector<float>& got, const std::vector<float>& ref) {
+// Worst |got - ref| / (|ref| + scale) over the elements; scale = max |ref|, at least `floor` (a gradient sample
+// that is all zeros in the reference is compared against its tensor's mean |g| instead of against nothing: a conv's
+// summation order, Winograd's transforms in particular, turns an exact 0 into ~1e-9 of the gradient's scale).
+double worst_error(const std::vector<float>& got, const std::vector<float>& ref, double floor = 0) {
     REQUIRE(got.size() == ref.size());
-    double scale = 0, worst = 0;
+    double scale = floor, worst = 0;
     for (float v : ref) scale = std::max(scale, std::abs(double(v)));
     for (size_t i = 0; i < got.size(); ++i)
         worst = std::max(worst, std::abs(double(got[i]) - ref[i]) / (std::abs(double(ref[i])) + scale + 1e-30));
@@ -81,7 +83,8 @@ void run_parity(std::shared_ptr<nn::Module> model, const std::string& fixture, i
             const int64_t n = static_cast<int64_t>(g.size()), stride = std::max<int64_t>(1, (n + 63) / 64);
             std::vector<float> sample;
             for (int64_t i = 0; i < n; i += stride) sample.push_back(g[i]);
-            const double eg = worst_error(sample, ref.at(mode + ".grad." + name).to_vector());
+            const double mean_abs = ref.at(mode + ".gsum." + name).to_vector()[2] / static_cast<double>(n);
+            const double eg = worst_error(sample, ref.at(mode + ".grad." + name).to_vector(), mean_abs);
             CHECK_MESSAGE(eg <= 1e-4, "gradient sample error ", eg);
             worst_grad = std::max(worst_grad, eg);
 
@@ -113,12 +116,13 @@ std::shared_ptr<nn::Module> zoo_model(const std::string& name, const models::Mod
     return models::make_model(name, 10, gen, options);
 }
 
-// OPEN (issue 21): under razor's own kernels (the avx2 family measured; avx512 not yet) the torchvision models'
-// eval-mode gradients move: resnet18's layer4.0.conv2.weight samples, exactly 0 in PyTorch, come out at ~1e-9, and
-// resnet50's gradient sums by up to 1e-3 (with Eigen's GEMM and the AVX2 Winograd kernels: sums 2.5e-6, the same
-// zero samples at ~1e-9). Not yet understood: the same kernels meet 2e-6 on resnet20 (train and eval) and the
-// float64 reference convs in tests/core. Until it is, the full comparison (eval-mode gradients included) runs in a
-// child process under RAZOR_ISA=generic, and this process compares the rest. Returns whether it runs the full one.
+// OPEN (issue 21): under razor's own GEMM kernels (the avx2 family measured; avx512 not yet) resnet50's eval-mode
+// gradient sums move by up to 1e-3 of sum |g| (with Eigen's GEMM and the AVX2 Winograd kernels: 2.5e-6; the
+// sanitizer build's -O1 Eigen moved them by 2e-3 too). Rounding amplified by a deep network on hashed weights (as
+// its train mode is) or a kernel fault: not yet shown; the same kernels meet 2e-6 on resnet20 (train and eval),
+// resnet18 and the float64 reference convs in tests/core. Until it is shown, resnet50's full comparison (eval-mode
+// gradients included) runs in a child process under RAZOR_ISA=generic, and this process compares the rest.
+// Returns whether this process runs the full one.
 bool full_parity_here(const char* test_filter) {
     if (active_isa() == Isa::Generic) return true;
     const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();   // this test binary
@@ -140,8 +144,7 @@ TEST_CASE("models: resnet20 matches PyTorch (logits, loss, BN statistics, every 
 }
 
 TEST_CASE("models: torchvision's resnet18 matches torchvision at 64x64 (logits, loss, BN statistics, every gradient)") {
-    const bool eval_grads = full_parity_here("models: torchvision?s resnet18 *");
-    run_parity(zoo_model("resnet18"), "models_tv_resnet18", 64, 2, {"bn1", "layer4.1.bn2"}, true, eval_grads);
+    run_parity(zoo_model("resnet18"), "models_tv_resnet18", 64, 2, {"bn1", "layer4.1.bn2"});
 }
 
 // Train-mode gradients of resnet50 on hashed weights are chaotic: 16 blocks whose hashed BN scales (0.75-1.25) and
