@@ -161,7 +161,9 @@ def main():
         f"Command: `{command.strip()}`", ""] + lines)
     print("\n" + text)
     if args.write:
-        key = "vs-torch" if args.image_size == 32 else f"vs-torch-{args.image_size}px"   # its own block per size
+        # one block per image size and kernel family: an AVX2 machine's run does not replace the AVX-512 table
+        key = ("vs-torch" + ("" if args.image_size == 32 else f"-{args.image_size}px")
+               + ("-avx2" if "ISA avx2" in banner else ""))
         stepbench.write_between_markers(args.write, key, text)
         print(f"\nwrote {args.write}", file=sys.stderr)
 
