@@ -169,7 +169,8 @@ TEST_CASE("razor sparse-train: phase A, selection, fine-tune, export; razor eval
                          Contains("cannot run compact channel subsets"), Error);
 }
 
-TEST_CASE("razor sparse-train --estimator pge: the vanilla ablation is labelled and changes only s's update" * doctest::test_suite("cli-run")) {
+TEST_CASE("razor sparse-train --estimator pge: the vanilla ablation is labelled and changes only s's update" *
+          doctest::test_suite("cli-run")) {
     test::TempDir tmp("sparse_pge");
     const std::string d = tmp / "cifar";
     test::write_fake_cifar10(d, 8, 20);
@@ -199,7 +200,7 @@ TEST_CASE("razor sparse-train --estimator pge: the vanilla ablation is labelled 
 }
 
 TEST_CASE("razor sparse-train --resume: stopped in phase A, at the end of phase A and in phase B, the resumed run's "
-          "log, checkpoint and export equal an uninterrupted run's bit for bit") {
+          "log, checkpoint and export equal an uninterrupted run's bit for bit" * doctest::test_suite("cli-run")) {
     test::TempDir tmp("sparse_resume");
     const std::string d = tmp / "cifar";
     test::write_fake_cifar10(d, 8, 20);

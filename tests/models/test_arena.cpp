@@ -6,7 +6,8 @@
 
 using namespace razor;
 
-TEST_CASE("arena: after three warm-up steps, a training step allocates nothing from the OS; accounting is exact") {
+TEST_CASE("arena: after three warm-up steps, a training step allocates nothing from the OS; accounting is exact" *
+          doctest::test_suite("model-scale")) {
     for (std::string name : {"resnet20", "vgg16_bn"}) {
         CAPTURE(name);
         Generator gen(3);

@@ -259,7 +259,8 @@ TEST_CASE("channel plan: compact == dense with zeroed channels, forward and all 
     MESSAGE("largest relative L2 gradient error so far: ", worst_grad_error);
 }
 
-TEST_CASE("channel plan: compact == dense with zeroed channels, forward and all gradients (vgg19_bn)") {
+TEST_CASE("channel plan: compact == dense with zeroed channels, forward and all gradients (vgg19_bn)" *
+          doctest::test_suite("model-scale")) {
     check_compact_equals_masked<models::VGG>("vgg19_bn", {4, 3, 32, 32}, -1, 24, kVggGradTol);
     // the last conv keeps nothing: the classifier sees zeros. (An empty conv earlier makes the next layer's maps
     // constant, and max-pool ties then route gradients by float rounding: not a well-posed comparison.)

@@ -124,7 +124,8 @@ TEST_CASE("models: the large models (resnet32x2, vgg16_bn, vgg19_bn, vit_tiny) r
         if (is_large(e)) forward_backward(e);
 }
 
-TEST_CASE("models: the large models' logits have the right shape (no-grad forward, batch 1)") {
+TEST_CASE("models: the large models' logits have the right shape (no-grad forward, batch 1)" *
+          doctest::test_suite("model-scale")) {
     for (const auto& e : zoo()) {
         if (!is_large(e)) continue;
         INFO(e.fixture);

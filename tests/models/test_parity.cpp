@@ -118,8 +118,8 @@ std::shared_ptr<nn::Module> zoo_model(const std::string& name, const models::Mod
 
 // OPEN (issue 21): under razor's own GEMM kernels (the avx2 family measured; avx512 not yet) resnet50's eval-mode
 // gradient sums move by up to 1e-3 of sum |g| (with Eigen's GEMM and the AVX2 Winograd kernels: 2.5e-6; the
-// sanitizer build's -O1 Eigen moved them by 2e-3 too). Rounding amplified by a deep network on hashed weights (as
-// its train mode is) or a kernel fault: not yet shown; the same kernels meet 2e-6 on resnet20 (train and eval),
+// sanitizer build's -O1 Eigen moved them by 2e-3 too). Eval mode is well conditioned (PyTorch float32 vs float64:
+// 2e-6, below), so this points at a kernel fault more than at rounding; not yet shown; the same kernels meet 2e-6 on resnet20 (train and eval),
 // resnet18 and the float64 reference convs in tests/core. Until it is shown, resnet50's full comparison (eval-mode
 // gradients included) runs in a child process under RAZOR_ISA=generic, and this process compares the rest.
 // Returns whether this process runs the full one.
@@ -143,7 +143,8 @@ TEST_CASE("models: resnet20 matches PyTorch (logits, loss, BN statistics, every 
     run_parity(zoo_model("resnet20"), "models_resnet20", 32, 4, {"bn1", "layer3.2.bn2"});
 }
 
-TEST_CASE("models: torchvision's resnet18 matches torchvision at 64x64 (logits, loss, BN statistics, every gradient)") {
+TEST_CASE("models: torchvision's resnet18 matches torchvision at 64x64 (logits, loss, BN statistics, every gradient)" *
+          doctest::test_suite("model-scale")) {
     run_parity(zoo_model("resnet18"), "models_tv_resnet18", 64, 2, {"bn1", "layer4.1.bn2"});
 }
 
@@ -154,20 +155,14 @@ TEST_CASE("models: torchvision's resnet18 matches torchvision at 64x64 (logits, 
 // meet 1e-4 there. Eval-mode gradients are well conditioned (PyTorch float32 vs float64: 2e-6) and are compared, with
 // the train-mode logits, loss and BN statistics; resnet18 compares train-mode gradients too.
 TEST_CASE("models: torchvision's resnet50 matches torchvision at 64x64 (Bottleneck v1.5, downsample, BN statistics, "
-          "eval-mode gradients)") {
-#ifdef RAZOR_SANITIZED
-    // OPEN: the sanitizer build (-O1, other summation orders) moves the eval-mode stem gradient by 2e-3 (measured:
-    // conv1.weight's worst sample); the Release build meets 8e-6. The sanitizer stage still runs every op of resnet50
-    // and compares its logits, loss and BN statistics.
-    constexpr bool eval_grads = false;
-#else
+          "eval-mode gradients)" * doctest::test_suite("model-scale")) {
     const bool eval_grads = full_parity_here("models: torchvision?s resnet50 *");
-#endif
     run_parity(zoo_model("resnet50"), "models_tv_resnet50", 64, 2, {"bn1", "layer4.2.bn3", "layer2.0.downsample.1"},
                /*train_grads=*/false, eval_grads);
 }
 
-TEST_CASE("models: torchvision's ViT layout (vit_s_16, 2 layers, 224 px) matches torchvision (logits, every gradient)") {
+TEST_CASE("models: torchvision's ViT layout (vit_s_16, 2 layers, 224 px) matches torchvision (logits, every gradient)" *
+          doctest::test_suite("model-scale")) {
     run_parity(zoo_model("vit_s_16", {.image_size = 224, .depth = 2}), "models_tv_vit_s_16", 224, 2, {});
 }
 
