@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "apps/suggest.h"
 #include "core/check.h"
 
 namespace razor::apps {
@@ -29,7 +30,8 @@ void Args::parse(const std::vector<std::string>& argv) {
             continue;
         }
         if (arg.rfind("--", 0) != 0)
-            throw Error(fmt("razor ", command_, ": unexpected argument '", arg, "'; flags start with --\n\n", usage()));
+            throw Error(fmt("razor ", command_, ": unexpected argument '", arg, "'; flags start with --; hint: ",
+                            help_hint()));
         std::string name = arg.substr(2), value;
         bool has_value = false;
         if (auto eq = name.find('='); eq != std::string::npos) {
@@ -38,7 +40,11 @@ void Args::parse(const std::vector<std::string>& argv) {
             has_value = true;
         }
         auto it = flags_.find(name);
-        if (it == flags_.end()) throw Error(fmt("razor ", command_, ": unknown flag --", name, "\n\n", usage()));
+        if (it == flags_.end()) {
+            const std::string near = nearest_name(name, order_);
+            throw Error(fmt("razor ", command_, ": unknown flag --", name, near.empty() ? "" : "; did you mean --" + near + "?",
+                            "\nhint: ", help_hint()));
+        }
         Flag& f = it->second;
         if (f.is_boolean) {
             if (has_value && value != "0" && value != "1" && value != "true" && value != "false")
@@ -48,7 +54,7 @@ void Args::parse(const std::vector<std::string>& argv) {
         } else {
             if (!has_value) {
                 if (i + 1 >= argv.size())
-                    throw Error(fmt("razor ", command_, ": --", name, " needs a value\n\n", usage()));
+                    throw Error(fmt("razor ", command_, ": --", name, " needs a value; hint: ", help_hint()));
                 value = argv[++i];
             }
             f.value = value;
@@ -90,6 +96,10 @@ double Args::real(const std::string& name) const {
     if (v.empty() || *end != '\0' || !std::isfinite(x))
         throw Error(fmt("razor ", command_, ": --", name, " expects a number, got '", v, "'"));
     return x;
+}
+
+std::string Args::help_hint() const {
+    return fmt("razor ", command_, " --help lists its flags");
 }
 
 std::string Args::usage() const {

@@ -1,7 +1,8 @@
 // apps/args.h -- razor's command-line flags: --name value, --name=value and boolean --flag.
 //
 // Each subcommand declares its flags (name, default, help); parse() rejects unknown flags and malformed values with a
-// message naming the flag, what was expected and what was given, and the subcommand prints its usage.
+// message naming the flag, what was expected and what was given: one short line and a hint (an unknown flag also gets
+// "did you mean --NAME?", apps/suggest.h), never the whole usage, so the error is what the user sees last.
 #pragma once
 
 #include <map>
@@ -18,7 +19,7 @@ public:
     Args& flag(const std::string& name, const std::string& value, const std::string& help);
     Args& boolean(const std::string& name, const std::string& help);
 
-    // Throws razor::Error (with the usage appended) on unknown flags, missing values or stray arguments.
+    // Throws razor::Error (one line and a hint) on unknown flags, missing values or stray arguments.
     void parse(const std::vector<std::string>& argv);
     // parse(), then with -h / --help prints the usage to stdout and returns false (the command has nothing to do).
     bool parse_or_usage(const std::vector<std::string>& argv);
@@ -30,6 +31,7 @@ public:
     bool given(const std::string& name) const;
     bool help_requested() const { return help_; }
     std::string usage() const;
+    std::string help_hint() const;   // "razor train --help lists its flags"
 
 private:
     struct Flag {

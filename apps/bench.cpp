@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
+#include "apps/threads.h"
 #include "apps/razor_flags.h"
 #include "apps/run_flags.h"
 #include "core/core.h"
@@ -53,7 +54,7 @@ const FlagTable<BenchOptions>& bench_flags() {
             .integer("batch", "128", "images per step", &O::batch)
             .integer("steps", "10", "timed steps (the median is reported)", &O::steps)
             .integer("warmup", "2", "untimed steps first", &O::warmup)
-            .integer("threads", "0", "OpenMP threads (0 = all cores)", &O::threads)
+            .integer("threads", "0", "OpenMP threads (0 = OMP_NUM_THREADS if set, else all cores)", &O::threads)
             .integer("seed", "0", "seed for init and the synthetic batch", &O::seed)
             .real("keep", "0", "VR-PGE: time the sparse-training iteration at this channel keep ratio (0 = dense "
                   "step)", &O::keep)
@@ -72,7 +73,7 @@ int bench(const BenchOptions& o) {
         throw Error(fmt("razor bench: expected --batch >= 1, --steps >= 1, --warmup >= 0, --threads >= 0, --classes "
                         ">= 1; got ", batch, ", ", steps, ", ", warmup, ", ", o.threads, ", ", classes));
     SavePolicyGuard save_policy(razor_policy_from_flags("razor bench", o.razor));
-    set_num_threads(static_cast<int>(o.threads));
+    apply_threads("razor bench", o.threads);
 
     const std::string& name = o.input.model;
     models::ModelOptions options{.in_channels = o.input.channels, .image_size = o.input.image_size};
@@ -172,7 +173,7 @@ int bench(const BenchOptions& o) {
                     vrpge->options.align ? fmt(", --align ", vrpge->options.align, " (changes the algorithm)").c_str() : "",
                     flops_ratio);
     std::printf("  step (median)       %.1f ms   (min %.1f, max %.1f)\n", median, sorted.front(), sorted.back());
-    std::printf("  throughput          %.0f img/s on %d threads\n", img_per_s, num_threads());
+    std::printf("  throughput          %.0f img/s on %d thread%s\n", img_per_s, num_threads(), num_threads() == 1 ? "" : "s");
     std::printf("  parameters          %lld (%s)\n", static_cast<long long>(model->num_parameters()),
                 format_bytes(model->num_parameters() * 4).c_str());
     std::printf("  tape peak           %s (dense %s, %.1fx)\n", format_bytes(tape.stored_bytes).c_str(),

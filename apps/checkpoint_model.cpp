@@ -1,6 +1,7 @@
 // apps/checkpoint_model.cpp -- see checkpoint_model.h.
 #include "apps/checkpoint_model.h"
 
+#include "apps/demo_model.h"
 #include "core/check.h"
 #include "models/registry.h"
 #include "train/data_splits.h"
@@ -14,7 +15,7 @@ const FlagTable<CheckpointFlags>& checkpoint_flag_family() {
             .text("checkpoint", "", "run folder (uses last/), checkpoint folder (runs/x/best) or .safetensors file",
                   &F::checkpoint)
             .integer("batch", "16", "images per batch", &F::batch)
-            .integer("threads", "0", "OpenMP threads (0 = all cores)", &F::threads)
+            .integer("threads", "0", "OpenMP threads (0 = OMP_NUM_THREADS if set, else all cores)", &F::threads)
             .boolean("json", "print one JSON line instead of the table", &F::json);
     return table;
 }
@@ -59,8 +60,11 @@ CheckpointInputs read_checkpoint_inputs(const std::string& command, const train:
 std::shared_ptr<nn::Module> model_from_checkpoint(const std::string& command, const train::Checkpoint& ck,
                                                   const std::string& name, int64_t classes, const CheckpointInputs& in) {
     Generator gen(0);
-    auto model = models::make_model(name, classes, gen,
-                                    {.in_channels = in.in_channels, .image_size = in.image_size, .widths = in.widths});
+    // razor demo's models are not in the zoo; their checkpoint names them (apps/demo_model.h).
+    auto model = is_demo_model(name)
+                     ? make_demo_model(name, classes, in.in_channels, in.image_size, demo_hidden(ck.model_metadata, 256), gen)
+                     : models::make_model(name, classes, gen, {.in_channels = in.in_channels, .image_size = in.image_size,
+                                                               .widths = in.widths});
     try {
         model->load_state_dict(ck.model);
     } catch (const Error& e) {

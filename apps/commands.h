@@ -7,6 +7,7 @@
 namespace razor::apps {
 
 int run_demo(const std::vector<std::string>& args);
+int run_data(const std::vector<std::string>& args);   // razor data fetch DATASET (apps/data_fetch.cpp)
 int run_info(const std::vector<std::string>& args);
 int run_train(const std::vector<std::string>& args);
 int run_finetune(const std::vector<std::string>& args);

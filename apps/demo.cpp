@@ -10,6 +10,8 @@
 #include <filesystem>
 
 #include "apps/commands.h"
+#include "apps/demo_model.h"
+#include "apps/threads.h"
 #include "apps/flag_table.h"
 #include "core/core.h"
 #include "data/idx.h"
@@ -44,55 +46,36 @@ const FlagTable<DemoOptions>& demo_flags() {
             .integer("batch", "128", "images per step", &O::batch)
             .real("lr", "0.01", "SGD learning rate (Nesterov momentum 0.9, cosine decay to 0)", &O::lr)
             .integer("hidden", "256", "width of the MLP's hidden layer", &O::hidden)
-            .integer("threads", "0", "OpenMP threads (0 = all cores)", &O::threads)
+            .integer("threads", "0", "OpenMP threads (0 = OMP_NUM_THREADS if set, else all cores)", &O::threads)
             .integer("seed", "0", "seed for init and shuffling", &O::seed)
-            .text("data", data::kFashionMnistDir, "folder with the Fashion-MNIST IDX files", &O::data)
+            .text("data", "", "folder with the Fashion-MNIST IDX files (default: datasets/fashion-mnist from razor "
+                  "data fetch, else Debian's /usr/share/datasets/fashion-mnist)", &O::data)
             .text("out", "runs/demo", "folder for log.jsonl, curves.svg and model.safetensors", &O::out);
     return table;
 }
 
-// conv(1->32) BN ReLU pool -> conv(32->64) BN ReLU pool -> linear(64*7*7 -> 10): about 4 M MACs per image. Half these
-// widths underfit (test 89.0 % after 3 epochs, 89.7 % after 5); this width reaches 90.8 % in 3 epochs at lr 0.01. At
-// lr 0.05 the 3136-input classifier makes the first hundred steps blow up (loss ~2 there, 87 % test after 3 epochs),
+// The CNN (apps/demo_model.h): conv(1->32) BN ReLU pool -> conv(32->64) BN ReLU pool -> linear(64*7*7 -> 10): about
+// 4 M MACs per image. Half these widths underfit (test 89.0 % after 3 epochs, 89.7 % after 5); this width reaches
+// 90.8 % in 3 epochs at lr 0.01. At lr 0.05 the 3136-input classifier makes the first hundred steps blow up (loss ~2 there, 87 % test after 3 epochs),
 // in PyTorch exactly as here, so the default lr is 0.01 (with Nesterov momentum 0.9: an effective step of 0.1).
-void build_cnn(nn::Sequential& model, Generator& gen) {
-    const nn::Conv2dConfig conv3x3{.kernel_size = 3, .padding = 1, .bias = false};
-    model.add(std::make_shared<nn::Conv2d>(1, 32, conv3x3, gen));
-    model.add(std::make_shared<nn::BatchNorm2d>(32));
-    model.add(std::make_shared<nn::ReLU>());
-    model.add(std::make_shared<nn::MaxPool2d>(2));
-    model.add(std::make_shared<nn::Conv2d>(32, 64, conv3x3, gen));
-    model.add(std::make_shared<nn::BatchNorm2d>(64));
-    model.add(std::make_shared<nn::ReLU>());
-    model.add(std::make_shared<nn::MaxPool2d>(2));
-    model.add(std::make_shared<nn::Flatten>());
-    model.add(std::make_shared<nn::Linear>(64 * 7 * 7, 10, true, gen));
-}
-
-void build_mlp(nn::Sequential& model, int64_t hidden, Generator& gen) {
-    model.add(std::make_shared<nn::Flatten>());
-    model.add(std::make_shared<nn::Linear>(784, hidden, true, gen));
-    model.add(std::make_shared<nn::ReLU>());
-    model.add(std::make_shared<nn::Linear>(hidden, 10, true, gen));
-}
-
 int demo(const DemoOptions& o) {
     if (o.epochs < 1 || o.batch < 1 || o.hidden < 1 || o.lr <= 0)
         throw Error(fmt("razor demo: --epochs, --batch, --hidden must be >= 1 and --lr > 0; got ", o.epochs, ", ",
                         o.batch, ", ", o.hidden, ", ", o.lr));
-    set_num_threads(static_cast<int>(o.threads));
+    apply_threads("razor demo", o.threads);
     std::printf("%s\n", runtime_banner().c_str());
 
     const train::DataSplits data = train::load_splits("razor demo", "fashion-mnist", o.data, "");
-    std::printf("data   %s: %lld train, %lld test images %s\n", o.data.c_str(),
+    std::printf("data   %s: %lld train, %lld test images %s\n", data.dir.c_str(),
                 static_cast<long long>(data.train.size()), static_cast<long long>(data.test.size()),
                 shape_str(data.train.image_shape()).c_str());
 
     Generator gen(static_cast<uint64_t>(o.seed));
-    nn::Sequential model;
-    if (o.model == "cnn") build_cnn(model, gen);
-    else if (o.model == "mlp") build_mlp(model, o.hidden, gen);
-    else throw Error(fmt("razor demo: --model must be cnn or mlp, got '", o.model, "'"));
+    if (o.model != "cnn" && o.model != "mlp")
+        throw Error(fmt("razor demo: --model must be cnn or mlp, got '", o.model, "'"));
+    const std::string model_name = "demo-" + o.model;   // the name its checkpoint records (apps/demo_model.h)
+    const std::shared_ptr<nn::Module> net = make_demo_model(model_name, 10, 1, 28, o.hidden, gen);
+    nn::Module& model = *net;
     std::printf("model  %s: %lld parameters (%s)\n", o.model.c_str(), static_cast<long long>(model.num_parameters()),
                 format_bytes(model.num_parameters() * 4).c_str());
 
@@ -109,10 +92,14 @@ int demo(const DemoOptions& o) {
     const train::FitResult r = train::fit(model, loader, step, log, {.command = "razor demo", .epochs = o.epochs,
                                                                      .batch = o.batch}, hooks);
 
-    save_safetensors(o.out + "/model.safetensors", model.state_dict(), {{"model", o.model}, {"dataset", "fashion-mnist"}});
-    std::printf("\nresult  test accuracy %.2f%%  |  %.0f img/s on %d threads  |  tape peak %s  |  tensor peak %s  |  "
+    // What razor eval --checkpoint OUT needs to rebuild and feed the model (train/data_splits.h model_metadata).
+    std::map<std::string, std::string> metadata = train::model_metadata(model_name, "fashion-mnist", data);
+    if (o.model == "mlp") metadata["hidden"] = fmt(o.hidden);
+    metadata["epoch"] = fmt(o.epochs);
+    save_safetensors(o.out + "/model.safetensors", model.state_dict(), metadata);
+    std::printf("\nresult  test accuracy %.2f%%  |  %.0f img/s on %d thread%s  |  tape peak %s  |  tensor peak %s  |  "
                 "peak RSS %s\n",
-                100 * r.last->eval->accuracy, r.last->img_per_s, num_threads(),
+                100 * r.last->eval->accuracy, r.last->img_per_s, num_threads(), num_threads() == 1 ? "" : "s",
                 format_bytes(r.tape.stored_bytes).c_str(), format_bytes(memory_stats().peak_bytes).c_str(),
                 format_bytes(peak_rss_bytes()).c_str());
     std::printf("wrote   %s/log.jsonl, %s/curves.svg, %s/model.safetensors\n", o.out.c_str(), o.out.c_str(),

@@ -17,10 +17,13 @@
 #include "apps/flag_table.h"
 #include "apps/checkpoint_model.h"
 #include "apps/commands.h"
+#include "apps/threads.h"
 #include "core/core.h"
 #include "train/checkpoint.h"
 #include "train/data_splits.h"
 #include "train/evaluate.h"
+#include "data/loader.h"
+#include "data/preprocess.h"
 
 namespace razor::apps {
 using train::Checkpoint;
@@ -28,7 +31,7 @@ using train::Checkpoint;
 namespace {
 struct EvalOptions {
     CheckpointFlags c;   // --checkpoint, --batch, --threads, --json
-    std::string model, dataset, data, classes;
+    std::string model, dataset, data, classes, save_logits;
 };
 
 constexpr const char* kSummary = "evaluate a checkpoint on a test set: accuracy, loss, per-class accuracy, img/s";
@@ -44,17 +47,35 @@ const FlagTable<EvalOptions>& eval_flags() {
             .text("data", "", "dataset folder (default: the one the run was trained on; cifar10: the folder holding "
                   "test_batch.bin; a folder: its test/, else val/)", &O::data)
             .text("classes", "", "keep only these classes, relabelled 0..k-1 (as given to razor train)", &O::classes)
+            .text("save-logits", "", "also write FILE.safetensors: the first --batch test images as the model sees "
+                  "them ('input' (N, C, H, W)), its eval-mode 'logits' (N, classes) and 'labels' (for "
+                  "scripts/check_interop.py)", &O::save_logits)
             .set_default("batch", "500");
     return table;
+}
+
+// The first batch of `test` as the model sees it, with its eval-mode logits and the labels, into `path`.
+void save_logits(const std::string& path, nn::Module& model, const std::string& model_name,
+                 const data::ImageDataset& test, const data::TransformPtr& transform, int64_t batch) {
+    NoGradGuard no_grad;
+    model.eval();
+    data::DataLoader loader(test, transform, {.batch_size = batch, .shuffle = false, .drop_last = false, .workers = 0});
+    const std::optional<data::Batch> b = loader.next();
+    if (!b) throw Error(fmt("razor eval: --save-logits ", path, ": the test set ", test.name, " is empty"));
+    const Tensor logits = model(b->images);   // (N, classes)
+    save_safetensors(path, {{"input", b->images.contiguous()}, {"logits", logits.contiguous()}, {"labels", b->labels}},
+                     {{"model", model_name}, {"dataset", test.name}});
+    std::fprintf(stderr, "wrote  %s: input %s, logits %s\n", path.c_str(), shape_str(b->images.shape()).c_str(),
+                shape_str(logits.shape()).c_str());
 }
 
 int eval(const EvalOptions& o) {
     const int64_t batch = o.c.batch, threads = o.c.threads;
     check_checkpoint_flags("razor eval", o.c);
     if (o.c.checkpoint.empty())
-        throw Error(fmt("razor eval: --checkpoint is required; hint: --checkpoint runs/NAME (the --out of razor train)\n\n",
-                        eval_flags().args("eval", kSummary).usage()));
-    set_num_threads(static_cast<int>(threads));
+        throw Error("razor eval: --checkpoint is required; hint: --checkpoint runs/NAME (the --out of razor train, demo, "
+                    "finetune or sparse-train)");
+    apply_threads("razor eval", threads);
 
     const Checkpoint ck = train::open_checkpoint(o.c.checkpoint, /*model_only=*/true);
     CheckpointInputs in = read_checkpoint_inputs("razor eval", ck);
@@ -80,7 +101,9 @@ int eval(const EvalOptions& o) {
     const int64_t K = test.num_classes;
     in.in_channels = image[0], in.image_size = data.image_size;
     auto model = model_from_checkpoint("razor eval", ck, model_name, K, in);
-    const train::EvalResult r = train::evaluate(*model, test, data::eval_transform(data.preprocess()), batch);
+    const data::TransformPtr transform = data::eval_transform(data.preprocess());
+    const train::EvalResult r = train::evaluate(*model, test, transform, batch);
+    if (!o.save_logits.empty()) save_logits(o.save_logits, *model, model_name, test, transform, batch);
 
     auto class_name = [&](int64_t k) {
         return k < static_cast<int64_t>(test.classes.size()) ? test.classes[k] : fmt("class ", k);
@@ -108,8 +131,8 @@ int eval(const EvalOptions& o) {
         std::printf("%-16s %8.1f%% %8lld\n", class_name(k).c_str(),
                     r.class_total[k] ? 100.0 * r.class_correct[k] / r.class_total[k] : 0.0,
                     static_cast<long long>(r.class_total[k]));
-    std::printf("\nresult  test accuracy %.2f%%  loss %.4f  |  %.0f img/s on %d threads\n", 100 * r.accuracy, r.loss,
-                r.images_per_second, num_threads());
+    std::printf("\nresult  test accuracy %.2f%%  loss %.4f  |  %.0f img/s on %d thread%s\n", 100 * r.accuracy, r.loss,
+                r.images_per_second, num_threads(), num_threads() == 1 ? "" : "s");
     return 0;
 }
 

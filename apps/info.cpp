@@ -17,6 +17,7 @@
 #include "apps/checkpoint_info.h"
 #include "apps/flag_table.h"
 #include "apps/commands.h"
+#include "apps/threads.h"
 #include "apps/razor_flags.h"
 #include "apps/run_flags.h"
 #include "train/plot.h"
@@ -78,7 +79,7 @@ const FlagTable<InfoOptions>& info_flags() {
             .family(model_input_flag_family(), &O::input)
             .integer("batch", "1", "batch size of the forward whose tape is measured", &O::batch)
             .integer("depth", "0", "vit_tiny: number of transformer blocks (0 = 12)", &O::depth)
-            .integer("threads", "0", "OpenMP threads (0 = all cores)", &O::threads)
+            .integer("threads", "0", "OpenMP threads (0 = OMP_NUM_THREADS if set, else all cores)", &O::threads)
             .family(razor_flag_family(), &O::razor)   // --razor R > 0 prints the tape breakdown
             .boolean("tape", "print the tape breakdown (per module and op: stored vs dense-equivalent) for the dense "
                      "tape", &O::tape)
@@ -105,7 +106,7 @@ int info(const InfoOptions& o) {
     const double razor = razor_flags.ratio;
     SavePolicyGuard save_policy(razor_policy_from_flags("razor info", razor_flags));
     const bool tape = razor > 0 || o.tape;
-    set_num_threads(static_cast<int>(o.threads));
+    apply_threads("razor info", o.threads);
 
     models::ModelOptions options;
     options.in_channels = o.input.channels;

@@ -14,6 +14,7 @@
 
 #include "apps/checkpoint_model.h"
 #include "apps/commands.h"
+#include "apps/threads.h"
 #include "apps/flag_table.h"
 #include "core/core.h"
 #include "data/image_folder.h"
@@ -63,7 +64,7 @@ int predict(const PredictOptions& o, const std::vector<std::string>& images) {
                         "runs/finetune photo.jpg\n\n", predict_flags().args("predict", kSummary).usage()));
     check_checkpoint_flags(cmd, o.c);
     if (o.top < 1) throw Error(fmt(cmd, ": --top must be >= 1, got ", o.top));
-    set_num_threads(static_cast<int>(o.c.threads));
+    apply_threads("razor predict", o.c.threads);
     const train::Checkpoint ck = train::open_checkpoint(o.c.checkpoint, /*model_only=*/true);
     const CheckpointInputs in = read_checkpoint_inputs(cmd, ck);
     const int64_t K = !in.class_names.empty() ? static_cast<int64_t>(in.class_names.size()) : in.num_classes;

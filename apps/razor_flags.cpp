@@ -17,8 +17,7 @@ const char* const kRazorGeluHelp =
     "Back Razor: GELU input kept as d4 (4-bit derivative code) | fp16 (dense, the reference) | fp32 | int8 | razored";
 
 const char* const kRazorBnHelp =
-    "Back Razor: train-mode BatchNorm inputs kept dense (exact BN backward) | razored (smaller; unstable at r >= 0.9). "
-    "--freeze-bn saves nothing for BN";
+    "Back Razor: train-mode BatchNorm inputs kept dense (exact BN backward) | razored (smaller; unstable at r >= 0.9)";
 
 const char* const kRazorAttnHelp =
     "Back Razor: matmul operands and softmax outputs (attention Q, K, V, P) kept as int8 (dense int8; a ViT fine-tune "
@@ -56,7 +55,7 @@ std::shared_ptr<const SavePolicy> razor_policy_from_flags(const std::string& com
                         "'; hint: fp16 is the reference's choice, d4 the smallest"));
     if (flags.bn != "dense" && flags.bn != "razored")
         throw Error(fmt(command, ": --razor-bn must be one of dense | razored; got '", flags.bn,
-                        "'; hint: dense keeps BatchNorm's backward exact, --freeze-bn stores nothing for BN"));
+                        "'; hint: dense keeps BatchNorm's backward exact"));
     const std::map<std::string, sparse::AttentionSave> attention_modes = {
         {"razored", sparse::AttentionSave::Razored}, {"int8", sparse::AttentionSave::DenseI8},
         {"fp32", sparse::AttentionSave::Dense}};

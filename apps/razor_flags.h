@@ -29,7 +29,8 @@ struct RazorFlags {
     std::string values = "fp32", gelu = "d4", bn = "dense", attn = "int8";
 };
 
-// The family's table: --razor, --razor-values, --razor-gelu, --razor-bn, --razor-attn with the defaults above.
+// The family's table: --razor, --razor-values, --razor-gelu, --razor-bn, --razor-attn with the defaults above. Its
+// help names no flag outside the family (razor finetune adds its --freeze-bn to --razor-bn's help itself).
 const FlagTable<RazorFlags>& razor_flag_family();
 
 // The save policy of those flags: nullptr (the dense tape) for R = 0, else a RazorSavePolicy with ratio R whose

@@ -10,9 +10,10 @@ const FlagTable<DataFlags>& data_flag_family() {
     using F = DataFlags;
     static const FlagTable<F> table =
         FlagTable<F>()
-            .text("dataset", "cifar10", "cifar10 | cifar100 | fashion-mnist | folder (ROOT/train/CLASS/*.jpg with "
-                  "ROOT/val/ and/or ROOT/test/; any image sizes)", &F::dataset)
-            .text("data", "", "dataset folder (cifar10: the folder holding data_batch_1.bin)", &F::data, true)
+            .text("dataset", "cifar10", "cifar10 | cifar100 | fashion-mnist | folder (ROOT/train/CLASS/ of JPEG or "
+                  "PNG images, with ROOT/val/ and/or ROOT/test/; any image sizes)", &F::dataset)
+            .text("data", "", "dataset folder (cifar10: the folder holding data_batch_1.bin; default: datasets/DATASET, "
+                  "where razor data fetch puts it; fashion-mnist: else Debian's dataset-fashion-mnist)", &F::data, true)
             .text("classes", "", "keep only these classes, relabelled 0..k-1: indices (2,3,4) or names (cat,dog)",
                   &F::classes)
             .text("augment", "auto", "auto (folder: rrc+flip, else crop+flip) | crop+flip (pad 4, random crop, "
@@ -49,7 +50,7 @@ const FlagTable<RunFlags>& run_flag_family() {
     using F = RunFlags;
     static const FlagTable<F> table =
         FlagTable<F>()
-            .integer("threads", "0", "OpenMP threads (0 = all cores); resume bit-exactly with the same count",
+            .integer("threads", "0", "OpenMP threads (0 = OMP_NUM_THREADS if set, else all cores); resume bit-exactly with the same count",
                      &F::threads, true)
             .integer("seed", "0", "seed for init, shuffling and augmentation", &F::seed)
             .text("out", "runs/train", "run folder: last/ checkpoint, log.jsonl", &F::out, true)

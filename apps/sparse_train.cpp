@@ -27,6 +27,7 @@
 #include <filesystem>
 
 #include "apps/commands.h"
+#include "apps/threads.h"
 #include "apps/resume.h"
 #include "apps/sparse_options.h"
 #include "apps/sparse_state.h"
@@ -63,7 +64,7 @@ int run_sparse_train(const std::vector<std::string>& argv) {
     const SparseOptions o = read_sparse_options(args);
     const std::string& out = o.run.out;
     if (!start.resuming) refuse_used_out(kCmd, out, o.run.overwrite, {"last", "last.old", "subnet"});
-    set_num_threads(static_cast<int>(o.run.threads));
+    apply_threads("razor sparse-train", o.run.threads);
     std::printf("%s\n", runtime_banner().c_str());
 
     // ---- data ----
@@ -95,10 +96,12 @@ int run_sparse_train(const std::vector<std::string>& argv) {
                 o.score_norm.c_str(), o.projection.c_str(), o.clip,
                 o.align ? fmt(" | --align ", o.align, ": kept counts rounded up, CHANGES the algorithm (biased "
                               "estimator)").c_str() : "");
-    std::printf("train  phase A %lld epochs x %lld steps of %lld, SGD lr %g Adam lr_s %g (cosine per epoch) | phase B "
-                "%lld candidates, %lld fine-tune epochs at lr %g | seed %lld\n",
-                static_cast<long long>(o.epochs), static_cast<long long>(spe), static_cast<long long>(o.batch), o.lr,
-                o.lr_s, static_cast<long long>(o.candidates), static_cast<long long>(o.finetune_epochs), o.finetune_lr,
+    std::printf("train  phase A %lld epoch%s x %lld steps of %lld, SGD lr %g Adam lr_s %g (cosine per epoch) | phase B "
+                "%lld candidate%s, %lld fine-tune epoch%s at lr %g | seed %lld\n",
+                static_cast<long long>(o.epochs), o.epochs == 1 ? "" : "s", static_cast<long long>(spe),
+                static_cast<long long>(o.batch), o.lr, o.lr_s, static_cast<long long>(o.candidates),
+                o.candidates == 1 ? "" : "s", static_cast<long long>(o.finetune_epochs),
+                o.finetune_epochs == 1 ? "" : "s", o.finetune_lr,
                 static_cast<long long>(o.run.seed));
     optim::SGD ft(model->named_parameters(), {.lr = o.finetune_lr, .momentum = o.momentum, .weight_decay = o.wd});
     SparsePosition at;

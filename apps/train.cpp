@@ -23,6 +23,7 @@
 #include <filesystem>
 
 #include "apps/commands.h"
+#include "apps/threads.h"
 #include "apps/finetune.h"
 #include "apps/resume.h"
 #include "apps/train_options.h"
@@ -71,7 +72,7 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
         c.model = m.name, depth = m.depth;
         for (const auto& [key, value] : m.preprocessing) pretrained.model_metadata.try_emplace(key, value);
     }
-    set_num_threads(static_cast<int>(c.run.threads));
+    apply_threads(cmd, c.run.threads);
     std::printf("%s\n", runtime_banner().c_str());
 
     // ---- data ----
@@ -111,10 +112,11 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
     const OptimiserFlags& o = c.optimiser;
     std::printf("model  %s: %lld parameters (%s)\n", c.model.c_str(), static_cast<long long>(model->num_parameters()),
                 format_bytes(model->num_parameters() * 4).c_str());
-    std::printf("train  %s lr %g momentum %g%s wd %g | %s (warm-up %g epochs) | %lld epochs x %lld steps of %lld | "
+    std::printf("train  %s lr %g momentum %g%s wd %g | %s (warm-up %g epoch%s) | %lld epoch%s x %lld steps of %lld | "
                 "augment %s | label smoothing %g | clip %g | seed %lld\n",
                 o.opt.c_str(), o.lr, o.momentum, o.nesterov ? " nesterov" : "", o.wd, c.schedule.sched.c_str(),
-                c.warmup_epochs, static_cast<long long>(c.epochs), static_cast<long long>(spe),
+                c.warmup_epochs, c.warmup_epochs == 1 ? "" : "s", static_cast<long long>(c.epochs),
+                c.epochs == 1 ? "" : "s", static_cast<long long>(spe),
                 static_cast<long long>(c.batch), data::augment_name(augment_of(c.data)).c_str(), c.label_smoothing, c.clip,
                 static_cast<long long>(c.run.seed));
 
@@ -202,11 +204,11 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
                     static_cast<long long>(result.last->epoch), cmd.c_str(), c.run.out.c_str());
     }
     const train::EpochSummary& last = *result.last;
-    std::printf("\nresult  test accuracy %s (best %.2f%% at epoch %lld)  |  %.0f img/s on %d threads  |  tape peak %s "
+    std::printf("\nresult  test accuracy %s (best %.2f%% at epoch %lld)  |  %.0f img/s on %d thread%s  |  tape peak %s "
                 "(dense %s)  |  tensor peak %s  |  peak RSS %s\n",
                 last.eval ? (train::fixed(100 * last.eval->accuracy, 2) + "%").c_str() : "-",
                 100 * std::max(result.best_acc, 0.0), static_cast<long long>(result.best_epoch), last.img_per_s,
-                num_threads(), format_bytes(result.tape.stored_bytes).c_str(),
+                num_threads(), num_threads() == 1 ? "" : "s", format_bytes(result.tape.stored_bytes).c_str(),
                 format_bytes(result.tape.dense_bytes).c_str(), format_bytes(memory_stats().peak_bytes).c_str(),
                 format_bytes(peak_rss_bytes()).c_str());
     std::printf("wrote   %s/last/, %s/best/ (%s, %s), %s, %s\n", c.run.out.c_str(), c.run.out.c_str(),

@@ -48,7 +48,7 @@ const char* build_type() { return RAZOR_BUILD_TYPE; }
 
 std::string runtime_banner() {
     std::string banner = fmt("razor | ", build_type(), " build | ");
-    banner += openmp_enabled() ? fmt("OpenMP on, ", num_threads(), " threads")
+    banner += openmp_enabled() ? fmt("OpenMP on, ", num_threads(), num_threads() == 1 ? " thread" : " threads")
                                : std::string("OpenMP OFF: single thread (slow; install libomp-dev or use g++)");
 #ifdef RAZOR_NATIVE_BUILD
     banner += " | -march=native";

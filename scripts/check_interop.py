@@ -2,13 +2,18 @@
 """Checks that razor checkpoints and PyTorch state dicts interoperate, using the PyTorch reference definitions of
 razor's models (scripts/fixtures/ops_models.py). Needs torch and numpy (Debian: /usr/bin/python3 with python3-torch).
 
-    scripts/check_interop.py PATH [--model NAME] [--tol 1e-4]
-        PATH is a razor-written model.safetensors (a state dict, nothing else). Loads it, strict, into the PyTorch
+    scripts/check_interop.py PATH [--logits FILE] [--model NAME] [--tol 1e-4]
+        PATH is a razor-written model.safetensors (a state dict, nothing else), or a run folder (its
+        last/model.safetensors, else its model.safetensors: razor demo's). Loads it, strict, into the PyTorch
         reference model NAME (default: the file's "model" metadata entry, else resnet20), puts it in eval mode and
-        compares its logits with razor's: the file PATH with ".safetensors" replaced by ".logits.safetensors" holds
-        "input" (N, C, H, W) and razor's eval-mode "logits" (N, classes). The reference runs in float64 from the
-        float32 weights. A razor sparse-train export (metadata "widths") is loaded into the reference model built
-        with those widths (narrow_model).
+        compares its logits with razor's: FILE (default: PATH with ".safetensors" replaced by ".logits.safetensors")
+        holds "input" (N, C, H, W) and razor's eval-mode "logits" (N, classes), as
+        `razor eval --checkpoint RUN --save-logits FILE` writes them. The reference runs in float64 from the float32
+        weights. A razor sparse-train export (metadata "widths") is loaded into the reference model built with those
+        widths (narrow_model); razor demo's demo-cnn / demo-mlp are defined here (demo_model).
+
+Only what Debian ships is used: python3-torch and python3-numpy; safetensors files are read and written by
+scripts/fixtures/safetensors_io.py (json + struct + torch), not by the `safetensors` package.
 
     scripts/check_interop.py --write-torch DIR [--model NAME]
         The other direction: writes DIR/torch_NAME.safetensors, the reference model's state_dict with PyTorch's own
@@ -88,6 +93,44 @@ def narrow_model(name, widths, classes):
     return M.ResNet(n, tuple(stage), option, classes=classes, mids=mids)
 
 
+def demo_model(name, meta):
+    """razor demo's models (apps/demo_model.h): Sequential keys 0.weight, 1.running_mean, ..."""
+    classes, channels, size = (int(meta.get(k, d)) for k, d in
+                               (("num_classes", "10"), ("in_channels", "1"), ("image_size", "28")))
+    nn = torch.nn
+    if name == "demo-cnn":
+        return nn.Sequential(nn.Conv2d(channels, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
+                             nn.MaxPool2d(2), nn.Conv2d(32, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64),
+                             nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(64 * (size // 4) ** 2, classes))
+    hidden = int(meta.get("hidden", "256"))
+    return nn.Sequential(nn.Flatten(), nn.Linear(channels * size * size, hidden), nn.ReLU(), nn.Linear(hidden, classes))
+
+
+def with_classes(model, classes):
+    """The reference model with its classifier (the last Linear) resized to `classes` outputs: a fine-tune on a class
+    subset, or CIFAR-100, has a head of another size than the reference's 10."""
+    last = None
+    for qualified, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear):
+            last = qualified, module
+    if last is None or last[1].out_features == classes:
+        return model
+    qualified, head = last
+    parent = model.get_submodule(qualified.rpartition(".")[0]) if "." in qualified else model
+    setattr(parent, qualified.rpartition(".")[2], torch.nn.Linear(head.in_features, classes, bias=head.bias is not None))
+    return model
+
+
+def model_file(path):
+    """A run folder's weights: last/model.safetensors, else model.safetensors (razor demo writes it at the top)."""
+    if not os.path.isdir(path):
+        return path
+    for candidate in ("last/model.safetensors", "model.safetensors"):
+        if os.path.exists(os.path.join(path, candidate)):
+            return os.path.join(path, candidate)
+    return os.path.join(path, "last/model.safetensors")
+
+
 def worst_error(got, ref):
     """max over elements of |got - ref| / (|ref| + max |ref|)."""
     got, ref = got.double().flatten(), ref.double().flatten()
@@ -95,24 +138,35 @@ def worst_error(got, ref):
     return float(((got - ref).abs() / (ref.abs() + scale + 1e-30)).max())
 
 
-def check(path, model_name, tol):
-    name = model_name or metadata(path).get("model", "resnet20")
-    if name not in M.MODELS:
-        print(f"check_interop: unknown model '{name}'; expected one of {', '.join(M.MODELS)}", file=sys.stderr)
+def check(path, model_name, tol, logits_file=None):
+    path = model_file(path)
+    if not os.path.exists(path):
+        print(f"check_interop: {path} does not exist; hint: pass a razor model.safetensors or a run folder",
+              file=sys.stderr)
         return 2
     meta = metadata(path)
+    name = model_name or meta.get("model", "resnet20")
+    if name not in M.MODELS and name not in ("demo-cnn", "demo-mlp"):
+        print(f"check_interop: unknown model '{name}'; expected one of {', '.join(M.MODELS)}, demo-cnn, demo-mlp",
+              file=sys.stderr)
+        return 2
     widths = meta.get("widths", "")
-    model = (narrow_model(name, [int(w) for w in widths.split(",")], int(meta.get("num_classes", "10"))) if widths
-             else M.MODELS[name]())
+    classes = int(meta.get("num_classes", "10"))
+    if name in ("demo-cnn", "demo-mlp"):
+        model = demo_model(name, meta)
+    elif widths:
+        model = narrow_model(name, [int(w) for w in widths.split(",")], classes)
+    else:
+        model = with_classes(M.MODELS[name](), classes)
     try:
         model.load_state_dict(safetensors_io.load(path), strict=True)
     except RuntimeError as e:
         print(f"check_interop: {path} does not load into the PyTorch {name}: {e}", file=sys.stderr)
         return 2
-    io_path = logits_path(path)
+    io_path = logits_file or logits_path(path)
     if not os.path.exists(io_path):
-        print(f"check_interop: expected razor's logits in {io_path}; hint: write 'input' and 'logits' there",
-              file=sys.stderr)
+        print(f"check_interop: expected razor's logits in {io_path}; hint: razor eval --checkpoint RUN "
+              f"--save-logits {io_path}", file=sys.stderr)
         return 2
     io = safetensors_io.load(io_path)
     ref = eval_logits(model, io["input"])
@@ -143,6 +197,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("path", nargs="?", help="razor-written model.safetensors")
     parser.add_argument("--model", help="reference model name (default: the file's metadata, else resnet20)")
+    parser.add_argument("--logits", help="razor's input and logits (razor eval --save-logits FILE)")
     parser.add_argument("--tol", type=float, default=1e-4)
     parser.add_argument("--write-torch", metavar="DIR", help="write a PyTorch checkpoint + logits for razor instead")
     args = parser.parse_args()
@@ -152,7 +207,7 @@ def main():
     if not args.path:
         parser.print_usage(sys.stderr)
         return 2
-    return check(args.path, args.model, args.tol)
+    return check(args.path, args.model, args.tol, args.logits)
 
 
 if __name__ == "__main__":

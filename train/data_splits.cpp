@@ -11,6 +11,7 @@
 
 #include "core/core.h"
 #include "data/cifar.h"
+#include "data/fetch.h"
 #include "data/idx.h"
 #include "data/image_folder.h"
 #include "data/transforms.h"
@@ -113,11 +114,18 @@ DataSplits load_splits(const std::string& command, const std::string& dataset, c
     DataSplits s;
     std::string dir = dir_flag;
     const bool need_train = o.need_train;
+    // No --data: where `razor data fetch` puts the dataset (data/fetch.h), else Debian's Fashion-MNIST.
+    if (dir.empty() && dataset != "folder" && fs::is_directory(data::default_dataset_dir(dataset)))
+        dir = data::default_dataset_dir(dataset);
     if (dir.empty() && dataset == "fashion-mnist") dir = data::kFashionMnistDir;
+    if (dir.empty() && dataset == "folder")
+        throw Error(fmt(command, ": --data is required for --dataset folder; hint: --data ROOT, the folder holding "
+                        "train/CLASS/*.jpg and val/ or test/"));
     if (dir.empty())
-        throw Error(fmt(command, ": --data is required for --dataset ", dataset,
-                        "; hint: --data DIR, the folder holding data_batch_1.bin (CIFAR-10's binary version, "
-                        "cifar-10-batches-bin)"));
+        throw Error(fmt(command, ": --data is required: there is no ", data::default_dataset_dir(dataset),
+                        " here (where razor data fetch puts ", dataset, "); hint: razor data fetch ", dataset,
+                        ", or --data DIR (", dataset == "cifar100" ? "the folder holding train.bin" :
+                        "the folder holding data_batch_1.bin", ")"));
     if (!fs::is_directory(dir))
         throw Error(fmt(command, ": --data ", dir, " is not a folder (--dataset ", dataset,
                         "); hint: pass the folder that holds the dataset's files"));

@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <sys/wait.h>
+#include <zlib.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -51,6 +53,48 @@ void write_fake_cifar10(const std::string& dir, int train_per_file, int test, in
 
 namespace {
 int g_saved_stdout = -1;
+
+// An IDX file of unsigned bytes: magic 0x0000 08 rank, the dimensions big-endian, the data; gzip-compressed.
+void write_idx_gz(const std::string& path, const std::vector<uint32_t>& dims, const std::string& data) {
+    std::string bytes = {0, 0, 8, static_cast<char>(dims.size())};
+    for (uint32_t d : dims)
+        for (int s = 24; s >= 0; s -= 8) bytes.push_back(static_cast<char>((d >> s) & 0xff));
+    bytes += data;
+    gzFile f = gzopen(path.c_str(), "wb");
+    RAZOR_CHECK(f != nullptr) << "cannot write " << path;
+    gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
+    gzclose(f);
+}
+}  // namespace
+
+void write_fake_fashion_mnist(const std::string& dir, int train, int test) {
+    fs::create_directories(dir);
+    for (const auto& [prefix, n] : {std::pair<std::string, int>{"train", train}, {"t10k", test}}) {
+        std::string images, labels;
+        for (int i = 0; i < n; ++i) {
+            const int k = i % 10;
+            labels.push_back(static_cast<char>(k));
+            for (int y = 0; y < 28; ++y)
+                for (int x = 0; x < 28; ++x)
+                    images.push_back(static_cast<char>(((y / 3 + x / 7 * k) % 10 == k % 5) ? 200 : 20 + (i * 7 + x) % 40));
+        }
+        write_idx_gz(dir + "/" + prefix + "-images-idx3-ubyte.gz", {static_cast<uint32_t>(n), 28, 28}, images);
+        write_idx_gz(dir + "/" + prefix + "-labels-idx1-ubyte.gz", {static_cast<uint32_t>(n)}, labels);
+    }
+}
+
+CliRun run_cli_status(const std::string& args, const std::string& env) {
+    CliRun r;
+#ifdef RAZOR_CLI
+    const std::string cmd = env + (env.empty() ? "" : " ") + RAZOR_CLI + " " + args + " 2>&1";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    RAZOR_CHECK(p != nullptr) << "cannot run " << cmd;
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
+    const int status = ::pclose(p);
+    r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+#endif
+    return r;
 }
 
 std::string capture_begin() {

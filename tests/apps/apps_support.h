@@ -19,6 +19,18 @@ namespace razor::test {
 // bright quadrant depend on k, so a small model learns it within a few steps.
 void write_fake_cifar10(const std::string& dir, int train_per_file, int test, int seed = 0);
 
+// Writes Fashion-MNIST's four gzip IDX files ({train,t10k}-{images-idx3,labels-idx1}-ubyte.gz) into `dir`: `train`
+// and `test` 28x28 images whose brightness pattern depends on the class i % 10.
+void write_fake_fashion_mnist(const std::string& dir, int train, int test);
+
+// Runs the razor binary (RAZOR_CLI) with `args` through the shell (stderr joined to stdout; `env` is prepended,
+// e.g. "OMP_NUM_THREADS=3"); returns the exit status and the output.
+struct CliRun {
+    int status = -1;
+    std::string out;
+};
+CliRun run_cli_status(const std::string& args, const std::string& env = "");
+
 // Runs fn while fd 1 goes to a file; returns what was printed (stdout only; stderr passes through).
 template <class F>
 std::string capture_stdout(F&& fn);

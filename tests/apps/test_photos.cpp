@@ -22,16 +22,10 @@ namespace {
 #ifdef RAZOR_CLI
 // Runs the razor binary with `args`; returns its stdout, requiring exit status 0.
 std::string run_cli(const std::string& args) {
-    const std::string cmd = std::string(RAZOR_CLI) + " " + args + " 2>&1";
-    FILE* p = ::popen(cmd.c_str(), "r");
-    REQUIRE(p != nullptr);
-    std::string out;
-    char buf[4096];
-    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-    const int status = ::pclose(p);
-    INFO(cmd << "\n" << out);
-    REQUIRE(status == 0);
-    return out;
+    const test::CliRun r = test::run_cli_status(args);
+    INFO("razor " << args << "\n" << r.out);
+    REQUIRE(r.status == 0);
+    return r.out;
 }
 // The last line of `out` (the --json object; anything printed before it is progress).
 json last_json(const std::string& out) {
