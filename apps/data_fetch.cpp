@@ -18,19 +18,19 @@ struct FetchFlags {
     bool quiet = false;
 };
 
-constexpr const char* kSummary =
-    "download, verify (the published MD5) and unpack a dataset: razor data fetch cifar10 | cifar100 | fashion-mnist";
-
+// The flags after the dataset's name.
 const FlagTable<FetchFlags>& fetch_flags() {
-    using F = FetchFlags;
-    static const FlagTable<F> table =
-        FlagTable<F>()
+    static const FlagTable<FetchFlags> table =
+        FlagTable<FetchFlags>()
             .text("dir", data::kDatasetRoot, "folder that receives DIR/NAME (razor train's --data default is "
-                  "datasets/NAME)", &F::dir)
-            .text("mirror", "", "base URL serving the same files (default: the authors' site)", &F::mirror)
-            .boolean("quiet", "no progress line while downloading", &F::quiet);
+                  "datasets/NAME)", &FetchFlags::dir)
+            .text("mirror", "", "base URL serving the same files (default: the authors' site)", &FetchFlags::mirror)
+            .boolean("quiet", "no progress line while downloading", &FetchFlags::quiet);
     return table;
 }
+
+constexpr const char* kSummary =
+    "download, verify (the published MD5) and unpack a dataset: razor data fetch cifar10 | cifar100 | fashion-mnist";
 
 std::vector<std::string> dataset_names() {
     std::vector<std::string> names;
