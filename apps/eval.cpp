@@ -77,9 +77,10 @@ int eval(const EvalOptions& o) {
     so.need_train = in.mean.empty() && dataset == "folder";
     train::DataSplits data = train::load_splits("razor eval", dataset, !o.data.empty() ? o.data : in.data, so);
     // The head's outputs are the checkpoint's classes in its label order: --classes in another order is evaluated in
-    // the checkpoint's (said so); other classes are refused, never scored under the wrong names.
+    // the checkpoint's (said so); other classes are refused, never scored under the wrong names. (Another number of
+    // classes does not fit the head: the strict load below says so, with the keys.)
     const auto& got = (data.test.size() > 0 ? data.test : data.val).classes;
-    if (!in.class_names.empty() && !got.empty() && got != in.class_names) {
+    if (!in.class_names.empty() && got.size() == in.class_names.size() && got != in.class_names) {
         auto a = got, b = in.class_names;
         std::sort(a.begin(), a.end()), std::sort(b.begin(), b.end());
         if (a != b)

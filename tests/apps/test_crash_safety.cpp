@@ -413,22 +413,6 @@ TEST_CASE("crash safety: a save removes the temporary folders of dead writers, n
 #ifdef RAZOR_CLI
 namespace {
 
-// Runs the razor CLI with `args`, stdout and stderr to `log_path`. Returns the pid.
-pid_t spawn_razor(const std::vector<std::string>& args, const std::string& log_path) {
-    std::fflush(nullptr);
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-        const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (fd >= 0) ::dup2(fd, 1), ::dup2(fd, 2);
-        std::vector<char*> argv{const_cast<char*>(RAZOR_CLI)};
-        for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-        argv.push_back(nullptr);
-        ::execv(RAZOR_CLI, argv.data());
-        ::_exit(127);
-    }
-    return pid;
-}
-
 int wait_exit_code(pid_t pid) {
     int status = 0;
     ::waitpid(pid, &status, 0);
@@ -455,7 +439,7 @@ void kill_and_resume(const KillResumeCase& k, int kills, uint64_t seed, const st
         return args;
     };
     const auto t0 = std::chrono::steady_clock::now();
-    REQUIRE(wait_exit_code(spawn_razor(fresh(a), tmp_dir + "/a.txt")) == 0);
+    REQUIRE(wait_exit_code(test::spawn_razor(fresh(a), tmp_dir + "/a.txt")) == 0);
     const int64_t span_us =
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
     const auto la = test::read_jsonl(a + "/log.jsonl");
@@ -477,7 +461,7 @@ void kill_and_resume(const KillResumeCase& k, int kills, uint64_t seed, const st
             } else {
                 args.push_back("--overwrite");
             }
-            const pid_t pid = spawn_razor(args, tmp_dir + "/b.txt");
+            const pid_t pid = test::spawn_razor(args, tmp_dir + "/b.txt");
             // up to half an uninterrupted run: a few kills per episode, each attempt still making progress
             std::this_thread::sleep_for(std::chrono::microseconds(gen.randint(static_cast<uint64_t>(span_us / 2))));
             ::kill(pid, SIGKILL);

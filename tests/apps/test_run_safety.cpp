@@ -68,19 +68,9 @@ struct Exit {
 #ifdef RAZOR_CLI
 // The razor binary with `args`: its exit status and what it printed (stdout and stderr).
 Exit razor_cli(const std::vector<std::string>& args, const std::string& log) {
-    std::fflush(nullptr);
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-        const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) ::dup2(fd, 1), ::dup2(fd, 2);
-        std::vector<char*> argv{const_cast<char*>(RAZOR_CLI)};
-        for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-        argv.push_back(nullptr);
-        ::execv(RAZOR_CLI, argv.data());
-        ::_exit(127);
-    }
+    std::filesystem::remove(log);
     int status = 0;
-    ::waitpid(pid, &status, 0);
+    ::waitpid(static_cast<pid_t>(test::spawn_razor(args, log)), &status, 0);
     return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(log)};
 }
 #endif
