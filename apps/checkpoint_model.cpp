@@ -2,6 +2,7 @@
 #include "apps/checkpoint_model.h"
 
 #include "apps/demo_model.h"
+#include "apps/run_flags.h"
 #include "core/check.h"
 #include "models/registry.h"
 #include "train/data_splits.h"
@@ -23,6 +24,7 @@ const FlagTable<CheckpointFlags>& checkpoint_flag_family() {
 void check_checkpoint_flags(const std::string& command, const CheckpointFlags& f) {
     if (f.batch < 1) throw Error(fmt(command, ": --batch must be >= 1, got ", f.batch));
     if (f.threads < 0) throw Error(fmt(command, ": --threads must be >= 0 (0 = all cores), got ", f.threads));
+    if (f.threads > kMaxThreads) throw Error(fmt(command, ": --threads must be <= ", kMaxThreads, ", got ", f.threads));
 }
 
 CheckpointInputs read_checkpoint_inputs(const std::string& command, const train::Checkpoint& ck) {

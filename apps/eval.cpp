@@ -11,6 +11,7 @@
 // picked from the test set by name, so a run on a class subset evaluates on that subset), the resolution, eval crop,
 // interpolation and normalisation -- `razor eval --checkpoint RUN` needs nothing else. A folder is evaluated on its
 // test/ split, else on val/ (or the val carved by --val-split, redrawn from the recorded fraction and seed).
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -95,7 +96,24 @@ int eval(const EvalOptions& o) {
     so.val_split = in.val_split, so.val_seed = in.val_seed;
     so.mean = in.mean, so.std = in.std;
     so.need_train = in.mean.empty() && dataset == "folder";
-    const train::DataSplits data = train::load_splits("razor eval", dataset, !o.data.empty() ? o.data : in.data, so);
+    train::DataSplits data = train::load_splits("razor eval", dataset, !o.data.empty() ? o.data : in.data, so);
+    // The head's outputs are the checkpoint's classes in its label order: --classes in another order is evaluated in
+    // the checkpoint's (said so); other classes are refused, never scored under the wrong names. (Another number of
+    // classes does not fit the head: the strict load below says so, with the keys.)
+    const auto& got = (data.test.size() > 0 ? data.test : data.val).classes;
+    if (!in.class_names.empty() && got.size() == in.class_names.size() && got != in.class_names) {
+        auto a = got, b = in.class_names;
+        std::sort(a.begin(), a.end()), std::sort(b.begin(), b.end());
+        if (a != b)
+            throw Error(fmt("razor eval: the test split holds the classes ", train::join_names(got), " but the "
+                            "checkpoint ", ck.folder, " was trained on ", train::join_names(in.class_names),
+                            "; expected the same classes; hint: pass the checkpoint's classes to --classes, or --data "
+                            "with a test/ split of them"));
+        std::fprintf(stderr, "razor eval: note: --classes %s: evaluated in the checkpoint's label order %s\n",
+                     o.classes.c_str(), train::join_names(in.class_names).c_str());
+        so.classes.clear(), so.class_names = in.class_names;
+        data = train::load_splits("razor eval", dataset, !o.data.empty() ? o.data : in.data, so);
+    }
     const data::ImageDataset& test = data.test.size() > 0 ? data.test : data.val;
     const Shape image = {test.image_shape()[0], data.image_size, data.image_size};   // (C, H, W) the model sees
     const int64_t K = test.num_classes;

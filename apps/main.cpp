@@ -1,10 +1,14 @@
 // apps/main.cpp -- the razor command line: `razor <command> [flags]`, `razor help [command]`, `razor --version`.
 //
 // Every razor::Error (bad flag, bad file, bad shape, NaN loss) ends here: printed as "razor: error: ..." with exit
-// status 2, never a crash. An unknown command gets one line, a "did you mean" (apps/suggest.h) and a hint, not the
-// whole usage.
+// status 2, never a crash; so do a filesystem failure no check foresaw (std::filesystem::filesystem_error, with its
+// paths) and running out of memory (std::bad_alloc), with a hint naming flags. "unexpected error" (exit 3) is left
+// for other exceptions, i.e. razor's own bugs (docs/reliability.md "Errors"). An unknown command gets one line, a
+// "did you mean" (apps/suggest.h) and a hint, not the whole usage.
 #include <cstdio>
 #include <exception>
+#include <filesystem>
+#include <new>
 #include <functional>
 #include <map>
 
@@ -80,7 +84,16 @@ int main(int argc, char** argv) {
     } catch (const razor::Error& e) {
         std::fprintf(stderr, "\nrazor: error: %s\n", e.what());
         return 2;
-    } catch (const std::exception& e) {
+    } catch (const std::filesystem::filesystem_error& e) {   // a path the checks before it could not foresee
+        std::fprintf(stderr, "\nrazor: error: %s: %s%s%s (%s); hint: check the paths given to --out, --data, --log "
+                     "and --resume: folders that exist and that you may read and write\n", argv[1],
+                     e.path1().c_str(), e.path2().empty() ? "" : " -> ", e.path2().c_str(), e.code().message().c_str());
+        return 2;
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "\nrazor: error: %s: out of memory; hint: lower --batch, --eval-batch, --image-size or "
+                     "--workers, or pick a smaller --model\n", argv[1]);
+        return 2;
+    } catch (const std::exception& e) {   // an internal bug: user input is reported above as razor::Error
         std::fprintf(stderr, "\nrazor: unexpected error: %s\n", e.what());
         return 3;
     }

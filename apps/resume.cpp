@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 
+#include "train/run_log.h"
 #include "train/train_state.h"
 #include "core/check.h"
 #include "core/safetensors.h"
@@ -24,7 +25,11 @@ Args make_flag_args(const std::string& command, const std::string& summary, cons
 nlohmann::json run_config(const std::vector<FlagSpec>& specs, const Args& args) {
     nlohmann::json config = nlohmann::json::object();
     for (const auto& f : specs)
-        if (std::string(f.name) != "resume") config[f.name] = args.str(f.name);
+        if (std::string(f.name) != "resume") {
+            train::require_utf8(fmt("--", f.name), args.str(f.name),
+                                fmt("pass a path or name in UTF-8 (rename or link the file)"));
+            config[f.name] = args.str(f.name);
+        }
     return config;
 }
 
@@ -39,6 +44,19 @@ std::vector<std::string> reconcile_flags(const std::string& command, const std::
                                          const Args& given, const std::string& config_json,
                                          const std::string& resume, const std::string& root) {
     const std::map<std::string, std::string> stored = train::parse_run_config(config_json, fmt(command, ": ", resume));
+    // A flag the run recorded that this command does not have: another command wrote the run (razor finetune's
+    // --from and --freeze-bn), and continuing it here would silently drop what the flag did (BN frozen).
+    std::string foreign;
+    for (const auto& [name, value] : stored) {
+        bool known = false;
+        for (const auto& f : specs) known = known || name == f.name;
+        if (!known) foreign += fmt(foreign.empty() ? "" : ", ", "--", name);
+    }
+    if (!foreign.empty())
+        throw Error(fmt(command, ": ", resume, " was written by another command (its run has the flags ", foreign,
+                        ", which ", command, " does not take); resuming here would drop them; hint: continue it with "
+                        "the command that wrote it, e.g. ", stored.count("from") ? "razor finetune" : "razor train",
+                        " --resume ", resume));
     std::vector<std::string> argv;
     for (const auto& f : specs) {
         const std::string name = f.name;
@@ -81,6 +99,18 @@ RunStart start_run(const std::string& command, const std::vector<FlagSpec>& spec
             throw Error(fmt(command, ": ", start.resumed.folder, " was not written by razor ", written_by, wrong_hint));
     }
     const ResumedRun run = resumed_run(start.resumed);
+    // --out B with --resume A continues A's run in B: only into A itself or an empty (or new) folder, never over
+    // another run's files.
+    if (parsed.given("out")) {
+        const fs::path out(parsed.str("out"));
+        std::error_code ec;
+        const bool same = fs::exists(out, ec) && fs::equivalent(out, run.root, ec);
+        if (!same && fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec)))
+            throw Error(fmt(command, ": --resume ", resume, " --out ", out.string(), ": ", out.string(),
+                            " is not empty (it may hold another run); expected the resumed run's folder ", run.root,
+                            " or an empty folder; hint: leave --out out to continue in ", run.root,
+                            ", or pick an empty --out"));
+    }
     const std::vector<std::string> argv = reconcile_flags(command, specs, parsed, run.config_json, resume, run.root);
     parsed.parse(argv);
     return start;

@@ -1,6 +1,8 @@
 // apps/run_flags.cpp -- see run_flags.h.
 #include "apps/run_flags.h"
 
+#include <cstdlib>
+
 #include "models/registry.h"
 #include "train/data_splits.h"
 
@@ -82,7 +84,9 @@ void check_data_flags(const std::string& command, const DataFlags& f) {
     require_one_of(command, "dataset", f.dataset, train::kDatasetNames);
     require_one_of(command, "augment", f.augment, {"auto", "crop+flip", "rrc+flip", "none"});
     require(command, f.workers >= 0, "workers", f.workers, ">= 0");
+    require(command, f.workers <= kMaxThreads, "workers", f.workers, fmt("<= ", kMaxThreads));
     require(command, f.image_size >= 0, "image-size", f.image_size, ">= 0 (0 = the images' own size)");
+    require(command, f.image_size <= kMaxImageSize, "image-size", f.image_size, fmt("<= ", kMaxImageSize));
     require(command, f.val_split >= 0 && f.val_split < 1, "val-split", f.val_split, "in [0, 1)");
     require(command, f.val_seed >= 0, "val-seed", f.val_seed, ">= 0");
     if (f.crop_pct) require(command, *f.crop_pct > 0 && *f.crop_pct <= 1, "crop-pct", *f.crop_pct, "in (0, 1]");
@@ -115,7 +119,15 @@ train::SplitOptions split_options(const std::string& command, const DataFlags& f
     o.val_seed = static_cast<uint64_t>(f.val_seed);
     o.crop_pct = f.crop_pct;
     o.image_size = f.image_size;
-    if (o.image_size == 0 && !stored("image_size").empty()) o.image_size = std::stoll(stored("image_size"));
+    if (o.image_size == 0 && !stored("image_size").empty()) {
+        const std::string text = stored("image_size");
+        char* end = nullptr;
+        const long long v = std::strtoll(text.c_str(), &end, 10);
+        if (*end != '\0' || v < 1 || v > kMaxImageSize)
+            throw Error(fmt(command, ": the checkpoint's metadata image_size is '", text, "'; expected a size in [1, ",
+                            kMaxImageSize, "]; hint: pass --image-size"));
+        o.image_size = v;
+    }
     const std::string interp = !f.interpolation.empty() ? f.interpolation : stored("interpolation");
     o.interpolation = interp.empty() ? data::Interpolation::Bilinear : data::parse_interpolation(interp, command + ": --interpolation");
     if (!f.mean.empty()) o.mean = floats("mean", f.mean), o.std = floats("std", f.std);
@@ -130,12 +142,16 @@ train::SplitOptions split_options(const std::string& command, const DataFlags& f
 }
 
 void check_run_flags(const std::string& command, const RunFlags& f) {
+    // Upper bounds keep products such as epochs x steps and casts to int (threads) far from overflow.
     require(command, f.threads >= 0, "threads", f.threads, ">= 0 (0 = all cores)");
+    require(command, f.threads <= kMaxThreads, "threads", f.threads, fmt("<= ", kMaxThreads));
     require(command, f.seed >= 0, "seed", f.seed, ">= 0");
     require(command, f.eval_every >= 0, "eval-every", f.eval_every, ">= 0");
     require(command, f.eval_batch >= 1, "eval-batch", f.eval_batch, ">= 1");
     require(command, f.steps_per_epoch >= 0, "steps-per-epoch", f.steps_per_epoch, ">= 0 (0 = the whole set)");
     require(command, f.stop_after >= 0, "stop-after", f.stop_after, ">= 0 (0 = off)");
+    require(command, f.steps_per_epoch <= kMaxCount, "steps-per-epoch", f.steps_per_epoch, fmt("<= ", kMaxCount));
+    require(command, f.eval_batch <= kMaxCount, "eval-batch", f.eval_batch, fmt("<= ", kMaxCount));
 }
 
 }  // namespace razor::apps

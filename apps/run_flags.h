@@ -47,6 +47,10 @@ const FlagTable<ModelInputFlags>& model_input_flag_family();
 // --out's default is the command's (set_default("out", ...)).
 const FlagTable<RunFlags>& run_flag_family();
 
+// Upper bounds of integer flags: far above any real run, far below where epochs x steps x batch or a cast to int
+// could overflow.
+constexpr int64_t kMaxThreads = 1024, kMaxImageSize = 16384, kMaxEpochs = 1000000, kMaxCount = int64_t{1} << 31;
+
 // Checks a family's values (ranges, names), naming the flag: "razor train: --workers must be >= 0, got -1".
 void check_data_flags(const std::string& command, const DataFlags& f);
 void check_run_flags(const std::string& command, const RunFlags& f);

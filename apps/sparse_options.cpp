@@ -57,12 +57,15 @@ SparseOptions read_sparse_options(const Args& args) {
     const SparseOptions o = sparse_flag_table().read(args);
     require(cmd, o.keep > 0 && o.keep <= 1, "keep", o.keep, "in (0, 1]");
     require(cmd, o.epochs >= 0, "epochs", o.epochs, ">= 0");
+    require(cmd, o.epochs <= kMaxEpochs, "epochs", o.epochs, fmt("<= ", kMaxEpochs));
     require(cmd, o.batch >= 1, "batch", o.batch, ">= 1");
+    require(cmd, o.batch <= kMaxCount, "batch", o.batch, fmt("<= ", kMaxCount));
     require(cmd, o.lr > 0 && o.lr_s > 0, "lr / --lr-s", fmt(o.lr, " / ", o.lr_s), "> 0");
     require(cmd, o.clip > 0, "clip", o.clip, "> 0");
     require(cmd, o.candidates >= 1, "candidates", o.candidates, ">= 1");
     require(cmd, o.select_batches >= 1, "select-batches", o.select_batches, ">= 1");
     require(cmd, o.finetune_epochs >= 0, "finetune-epochs", o.finetune_epochs, ">= 0");
+    require(cmd, o.finetune_epochs <= kMaxEpochs, "finetune-epochs", o.finetune_epochs, fmt("<= ", kMaxEpochs));
     require(cmd, o.finetune_lr > 0, "finetune-lr", o.finetune_lr, "> 0");
     require(cmd, o.align >= 0, "align", o.align, ">= 0 (0 = off)");
     require(cmd, o.s_init >= 0 && o.s_init <= 1, "s-init", o.s_init, "in [0, 1]");

@@ -36,6 +36,7 @@
 #include "train/data_splits.h"
 #include "train/epoch_record.h"
 #include "train/fit.h"
+#include "train/run_folder.h"
 #include "train/steps.h"
 #include "train/subnet.h"
 #include "train/train_state.h"
@@ -63,7 +64,10 @@ int run_sparse_train(const std::vector<std::string>& argv) {
                                      "razor train --resume");
     const SparseOptions o = read_sparse_options(args);
     const std::string& out = o.run.out;
+    const train::RunLock lock(kCmd, out);   // one run writes --out at a time, for the whole run
     if (!start.resuming) refuse_used_out(kCmd, out, o.run.overwrite, {"last", "last.old", "subnet"});
+    const std::string log_path = (fs::path(out) / "log.jsonl").string();
+    train::check_log_path(kCmd, log_path, !start.resuming, o.run.overwrite);
     apply_threads("razor sparse-train", o.run.threads);
     std::printf("%s\n", runtime_banner().c_str());
 
@@ -114,7 +118,14 @@ int run_sparse_train(const std::vector<std::string>& argv) {
     }
 
     // ---- outputs: a resumed run keeps the log lines its checkpoint holds (later ones are written again) ----
-    fs::create_directories(out);
+    const auto meta = train::model_metadata(o.model, o.data.dataset, data);
+    const json config = run_config(sparse_flag_table().specs(), args);
+    train::OverwrittenRun overwritten;   // --overwrite: the old run kept aside until the first checkpoint
+    if (!start.resuming && o.run.overwrite)
+        overwritten = train::OverwrittenRun(kCmd, out, {(fs::path(out) / "last").string(),
+                                                        (fs::path(out) / "last.old").string(),
+                                                        (fs::path(out) / "subnet").string(), log_path,
+                                                        (fs::path(out) / "curves.svg").string()});
     std::function<bool(const json&)> keep_line;
     if (start.resuming)
         keep_line = [&](const json& j) {
@@ -125,12 +136,11 @@ int run_sparse_train(const std::vector<std::string>& argv) {
             if (phase == "B") return at.in_b && e <= at.b_done;
             return false;   // "export": written again at the end
         };
-    train::RunLog log(kCmd, (fs::path(out) / "log.jsonl").string(), keep_line);
-    const auto meta = train::model_metadata(o.model, o.data.dataset, data);
-    const json config = run_config(sparse_flag_table().specs(), args);
+    train::RunLog log(kCmd, log_path, keep_line);
     auto save = [&] {
         train::save_checkpoint(out, "last",
                                sparse_checkpoint(at, o, *model, trainer, ft, gen, mask_gen, meta, config.dump()));
+        overwritten.finish();
     };
     // --stop-after E: after the E-th epoch of the run (phase A epochs, then fine-tune epochs), unless the last.
     const int64_t total = o.epochs + o.finetune_epochs, stop = o.run.stop_after < total ? o.run.stop_after : 0;

@@ -32,6 +32,7 @@
 #include "train/data_splits.h"
 #include "train/epoch_record.h"
 #include "train/fit.h"
+#include "train/run_folder.h"
 #include "train/steps.h"
 #include "train/train_state.h"
 
@@ -52,6 +53,21 @@ void check_resumed_epochs(const TrainOptions& c, const std::string& config_json)
                         "--sched step/multistep/none to extend a run"));
 }
 
+// A resumed run trains on what its checkpoint learned: the same classes, in the same label order, at the same size.
+void check_resumed_data(const std::string& cmd, const Checkpoint& r, const train::DataSplits& data) {
+    const std::vector<std::string> stored = train::metadata_class_names(r.model_metadata);
+    if (!stored.empty() && !data.train.classes.empty() && stored != data.train.classes)
+        throw Error(fmt(cmd, ": ", data.train.name, " has the classes ", train::join_names(data.train.classes),
+                        " but the resumed checkpoint ", r.folder, " was trained on ", train::join_names(stored),
+                        " (labels are positions in this list); expected the same classes in the same order; hint: "
+                        "pass the --data and --classes the run was started with"));
+    const auto size = r.model_metadata.find("image_size");
+    if (size != r.model_metadata.end() && size->second != fmt(data.image_size))
+        throw Error(fmt(cmd, ": the resumed checkpoint ", r.folder, " was trained at ", size->second, " px, but ",
+                        data.train.name, " gives ", data.image_size, " px; expected the same size; hint: pass "
+                        "--image-size ", size->second));
+}
+
 int run_training(const std::vector<std::string>& argv, bool finetune) {
     Args args = train_args(finetune);
     if (!args.parse_or_usage(argv)) return 0;
@@ -59,8 +75,10 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
     const auto& specs = train_flag_table(finetune).specs();
     const RunStart start = start_run(cmd, specs, args);
     TrainOptions c = read_train_options(args, finetune);
+    const train::RunLock lock(cmd, c.run.out);   // one run writes --out at a time, for the whole run
     if (start.resuming) check_resumed_epochs(c, resumed_run(start.resumed).config_json);
     else refuse_used_out(cmd, c.run.out, c.run.overwrite);
+    train::check_log_path(cmd, c.log, !start.resuming, c.run.overwrite);
     // The tape's save policy for everything this thread records (evaluation records nothing: NoGradGuard).
     SavePolicyGuard save_policy(razor_policy_from_flags(cmd, c.razor));
     // Fine-tuning starts from --from (a resumed run from its own checkpoint); --model defaults to the checkpoint's.
@@ -89,6 +107,7 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
                 data::augment_name(augment_of(c.data)).c_str(), static_cast<long long>(data.image_size), data.crop_pct,
                 data::interpolation_name(data.interpolation).c_str(), train::join_floats(data.mean).c_str(),
                 train::join_floats(data.std).c_str(), eval_set.name.c_str());
+    if (start.resuming) check_resumed_data(cmd, start.resumed, data);
     data::DataLoader loader = train::train_loader(data, augment_of(c.data), c.batch, c.run.seed, c.data.workers);
     const data::TransformPtr eval_tf = data::eval_transform(data.preprocess());
     const int64_t spe = c.run.steps_per_epoch > 0 ? std::min(c.run.steps_per_epoch, loader.size()) : loader.size();
@@ -143,22 +162,34 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
                         static_cast<long long>(fo.done), static_cast<long long>(c.epochs));
             return 0;
         }
+        train::check_resumed_optimizer(r.train_state, r.train_metadata, *opt,
+                                       r.folder + "/" + train::kTrainStateFile);
     }
 
+    nlohmann::json config = run_config(specs, args);
+    config["model"] = c.model;   // finetune: resolved from the checkpoint when not given
+    auto meta = train::model_metadata(c.model, c.data.dataset, data);
+    if (finetune) meta["finetuned_from"] = c.from;
+
     // ---- outputs: the log keeps the epochs the checkpoint holds; the curves go next to it ----
-    fs::create_directories(c.run.out);
     const fs::path log_dir = fs::path(c.log).parent_path();
+    const std::string curves_path = ((log_dir.empty() ? fs::path(".") : log_dir) / "curves.svg").string();
+    // --overwrite: the old run goes aside now (everything above has been checked) and is deleted after the first
+    // checkpoint of the new one, so a kill in between leaves it whole.
+    train::OverwrittenRun overwritten;
+    if (!start.resuming && c.run.overwrite) {
+        const fs::path out(c.run.out);
+        overwritten = train::OverwrittenRun(cmd, c.run.out, {(out / "last").string(), (out / "last.old").string(),
+                                                             (out / "best").string(), (out / "best.old").string(),
+                                                             c.log, curves_path});
+    }
     const int64_t done = fo.done;
     train::RunLog log(cmd, c.log,
                       done > 0 ? std::function<bool(const nlohmann::json&)>([done](const nlohmann::json& j) {
                           return j.contains("epoch") && j["epoch"].is_number() && j["epoch"] <= done;
                       })
                                : nullptr,
-                      ((log_dir.empty() ? fs::path(".") : log_dir) / "curves.svg").string());
-    nlohmann::json config = run_config(specs, args);
-    config["model"] = c.model;   // finetune: resolved from the checkpoint when not given
-    auto meta = train::model_metadata(c.model, c.data.dataset, data);
-    if (finetune) meta["finetuned_from"] = c.from;
+                      curves_path);
     int64_t step_count = fo.global_step;
     double best_acc = fo.best_acc;
     int64_t best_epoch = fo.best_epoch;
@@ -167,7 +198,8 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
         ck.model = model->state_dict();
         ck.model_metadata = meta;
         ck.model_metadata["epoch"] = fmt(epoch);
-        for (const auto& [k, v] : opt->state_dict()) ck.train_state["optimizer." + k] = v;
+        const auto opt_state = opt->state_dict();
+        for (const auto& [k, v] : opt_state) ck.train_state["optimizer." + k] = v;
         if (sched)
             for (const auto& [k, v] : sched->state_dict()) ck.train_state["scheduler." + k] = v;
         ck.train_state["epoch"] = train::i64_scalar(epoch);
@@ -179,7 +211,8 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
         ck.train_state["best_test_acc"] = optim::pack_f64(best_acc);
         ck.train_state["best_epoch"] = train::i64_scalar(best_epoch);
         ck.train_metadata = {{"config", config.dump()}, {"epoch", fmt(epoch)}, {"step", fmt(step_count)},
-                             {"optimizer", opt->type_name()}, {"scheduler", sched ? sched->type_name() : "none"}};
+                             {"optimizer", opt->type_name()}, {"scheduler", sched ? sched->type_name() : "none"},
+                             {"optimizer_entries", fmt(opt_state.size())}};
         train::save_checkpoint(c.run.out, name, ck);
     };
 
@@ -197,6 +230,7 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
         step_count = r.step, best_acc = r.best_acc, best_epoch = r.best_epoch;
         if (r.best) save("best", r.epoch);
         save("last", r.epoch);
+        overwritten.finish();
     };
     const train::FitResult result = train::fit(*model, loader, step, log, fo, hooks);
     if (result.stopped) {

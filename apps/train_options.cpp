@@ -102,7 +102,9 @@ TrainOptions read_train_options(const Args& args, bool finetune) {
     require_one_of(cmd, "opt", o.opt, {"sgd", "adam", "adamw"});
     require_one_of(cmd, "sched", s.sched, {"onecycle", "cosine", "step", "multistep", "none"});
     require(cmd, c.epochs >= 1, "epochs", c.epochs, ">= 1");
+    require(cmd, c.epochs <= kMaxEpochs, "epochs", c.epochs, fmt("<= ", kMaxEpochs));
     require(cmd, c.batch >= 1, "batch", c.batch, ">= 1");
+    require(cmd, c.batch <= kMaxCount, "batch", c.batch, fmt("<= ", kMaxCount));
     require(cmd, o.lr > 0, "lr", o.lr, "> 0");
     require(cmd, o.momentum >= 0 && o.momentum < 1, "momentum", o.momentum, "in [0, 1)");
     require(cmd, o.wd >= 0, "wd", o.wd, ">= 0");

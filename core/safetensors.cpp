@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string_view>
 #include <nlohmann/json.hpp>
 
@@ -164,12 +165,30 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& file)
     if (const size_t nul = std::string_view(bytes).substr(8, header_len).find('\0'); nul != std::string_view::npos)
         throw Error(fmt(file, ": safetensors header contains a NUL byte at offset ", 8 + nul,
                         "; hint: the file is corrupt"));
+    // A key twice in one object (a tensor name, a metadata key): JSON leaves the meaning open and the parser would
+    // keep the last, so a file could say two things; the keys of each object are collected while parsing.
+    std::vector<std::set<std::string>> keys_of_open;   // one set per object being parsed
+    std::string duplicate;
+    const nlohmann::json::parser_callback_t note_keys = [&](int, nlohmann::json::parse_event_t event,
+                                                            nlohmann::json& parsed) {
+        using E = nlohmann::json::parse_event_t;
+        if (event == E::object_start) keys_of_open.emplace_back();
+        else if (event == E::object_end && !keys_of_open.empty()) keys_of_open.pop_back();
+        else if (event == E::key && !keys_of_open.empty() && !keys_of_open.back().insert(parsed.get<std::string>()).second &&
+                 duplicate.empty())
+            duplicate = parsed.get<std::string>();
+        return true;
+    };
     nlohmann::json header;
     try {
-        header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(header_len));
+        header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(header_len),
+                                       note_keys);
     } catch (const nlohmann::json::exception& e) {
         throw Error(fmt(file, ": safetensors header is not valid JSON (", e.what(), ")", kCorrupt));
     }
+    if (!duplicate.empty())
+        throw Error(fmt(file, ": safetensors header has the key '", duplicate, "' twice; expected each tensor name "
+                        "and metadata key once", kCorrupt));
     if (!header.is_object())
         throw Error(fmt(file, ": safetensors header must be a JSON object, got ", header.type_name(), kCorrupt));
 

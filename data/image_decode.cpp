@@ -40,7 +40,8 @@ int stb_length(const std::string& bytes, const std::string& source) {
 void check_size(int64_t w, int64_t h, const std::string& source, int64_t max_side) {
     if (w < 1 || h < 1 || w > max_side || h > max_side)
         throw Error(fmt(source, ": header declares ", w, "x", h, " pixels (width x height); expected 1..", max_side,
-                        " on each side; hint: the header is corrupt, or raise ImageDecode.max_side for huge images"));
+                        " on each side; hint: the header is corrupt, or the image is larger than razor decodes: downscale "
+                        "it, or move it out of the --data folder"));
 }
 
 // Debian 12's stb_image (v2.27) trusts a JPEG Huffman table's 16 code counts: their sum (up to 16 x 255) indexes

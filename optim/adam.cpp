@@ -13,8 +13,9 @@ namespace razor::optim {
 
 template <class Options>
 void AdamBase<Options>::check_options(const Options& o) const {
-    if (!(o.lr >= 0) || !(o.eps >= 0) || !(o.weight_decay >= 0))
-        throw Error(fmt(this->type_name(), ": lr, eps and weight_decay must be >= 0, got lr ", o.lr, ", eps ", o.eps,
+    if (!(o.lr >= 0) || !(o.eps >= 0) || !(o.weight_decay >= 0) || !std::isfinite(o.lr) || !std::isfinite(o.eps) ||
+        !std::isfinite(o.weight_decay))
+        throw Error(fmt(this->type_name(), ": lr, eps and weight_decay must be >= 0 and finite, got lr ", o.lr, ", eps ", o.eps,
                         ", weight_decay ", o.weight_decay));
     for (int i = 0; i < 2; ++i)
         if (!(o.betas[i] >= 0 && o.betas[i] < 1))

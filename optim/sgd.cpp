@@ -1,6 +1,8 @@
 // optim/sgd.cpp -- see sgd.h.
 #include "optim/sgd.h"
 
+#include <cmath>
+
 #include "optim/fma.h"
 
 namespace razor::optim {
@@ -12,9 +14,11 @@ void SGD::check_options(const SGDOptions& o) const {
     if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
         throw Error(fmt("SGD: nesterov needs momentum > 0 and dampening 0 (as PyTorch), got momentum ", o.momentum,
                         ", dampening ", o.dampening));
-    if (!(o.lr >= 0) || !(o.momentum >= 0) || !(o.weight_decay >= 0))
-        throw Error(fmt("SGD: lr, momentum and weight_decay must be >= 0, got lr ", o.lr, ", momentum ", o.momentum,
-                        ", weight_decay ", o.weight_decay));
+    if (!(o.lr >= 0) || !(o.momentum >= 0) || !(o.weight_decay >= 0) || !std::isfinite(o.lr) ||
+        !std::isfinite(o.weight_decay) || !(o.momentum <= 1) || !(o.dampening >= 0 && o.dampening <= 1))
+        throw Error(fmt("SGD: lr and weight_decay must be finite and >= 0, momentum and dampening in [0, 1], got lr ",
+                        o.lr, ", momentum ", o.momentum, ", dampening ", o.dampening, ", weight_decay ",
+                        o.weight_decay));
 }
 
 void SGD::step() {

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <system_error>
 
@@ -14,6 +15,7 @@
 #include "core/check.h"
 #include "core/pytorch_file.h"
 #include "core/safetensors.h"
+#include "train/run_folder.h"
 
 namespace razor::train {
 namespace fs = std::filesystem;
@@ -36,8 +38,28 @@ std::string new_pair_id() {
     return fmt(::getpid(), "-", ns, "-", counter++);
 }
 
+FsStepHook& fs_step_hook() {
+    static FsStepHook hook;
+    return hook;
+}
+
+// The pid of a temporary folder ".NAME.tmp.<pid>" (0 when the name does not end in a number).
+long tmp_pid(const std::string& filename, const std::string& prefix) {
+    char* end = nullptr;
+    const long pid = std::strtol(filename.c_str() + prefix.size(), &end, 10);
+    return end && *end == '\0' ? pid : 0;
+}
+
+void remove_step(const fs::path& p) {
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(p))) return;
+    fs_step("remove " + p.string());
+    fs::remove_all(p, ec);
+}
+
 void rename_or_throw(const fs::path& from, const fs::path& to) {
     std::error_code ec;
+    fs_step("rename " + from.string() + " -> " + to.string());
     fs::rename(from, to, ec);
     if (ec)
         throw Error(fmt("checkpoint: cannot rename ", from.string(), " to ", to.string(), " (", ec.message(),
@@ -57,11 +79,13 @@ void check_finite(const std::map<std::string, Tensor>& tensors, const std::strin
     }
 }
 
-bool has_pair(const fs::path& folder) {
-    return fs::is_regular_file(folder / kModelFile) && fs::is_regular_file(folder / kTrainStateFile);
-}
-
 }  // namespace
+
+void set_fs_step_hook_for_testing(FsStepHook hook) { fs_step_hook() = std::move(hook); }
+
+void fs_step(const std::string& step) {
+    if (const FsStepHook& hook = fs_step_hook()) hook(step);
+}
 
 void save_checkpoint(const std::string& root, const std::string& name, const Checkpoint& checkpoint) {
     const fs::path dir = fs::path(root) / name, old = fs::path(root) / (name + ".old"),
@@ -69,11 +93,17 @@ void save_checkpoint(const std::string& root, const std::string& name, const Che
     std::error_code ec;
     fs::create_directories(root, ec);
     if (ec) throw Error(fmt("checkpoint: cannot create ", root, " (", ec.message(), "); hint: check --out"));
-    // Temporary folders of earlier writers of NAME that were killed mid-save (other pids): nobody reads them.
+    // Temporary folders of earlier writers of NAME that were killed mid-save (dead pids): nobody reads them. A live
+    // pid's is another process's save in progress (the run lock keeps razor runs apart; a library user may not).
     const std::string tmp_prefix = fmt(".", name, ".tmp.");
-    for (const auto& entry : fs::directory_iterator(root, ec))
-        if (entry.path().filename().string().rfind(tmp_prefix, 0) == 0) fs::remove_all(entry.path(), ec);
-    fs::remove_all(tmp, ec);
+    for (const auto& entry : fs::directory_iterator(root, ec)) {
+        const std::string f = entry.path().filename().string();
+        if (f.rfind(tmp_prefix, 0) != 0) continue;
+        const long pid = tmp_pid(f, tmp_prefix);
+        if (pid != ::getpid() && pid_alive(pid)) continue;
+        remove_step(entry.path());
+    }
+    remove_step(tmp);
     fs::create_directory(tmp, ec);
     if (ec)
         throw Error(fmt("checkpoint: cannot create ", tmp.string(), " (", ec.message(), "); ", dir.string(),
@@ -94,15 +124,24 @@ void save_checkpoint(const std::string& root, const std::string& name, const Che
     fsync_folder(tmp);
 
     // 2. The switch. Until tmp -> NAME lands, NAME.old (or an untouched NAME) holds the previous pair. A NAME.old left
-    //    by an earlier crash is only removed while NAME is complete, i.e. never while it is the only good copy.
-    if (fs::exists(dir)) {
-        if (has_pair(dir)) fs::remove_all(old, ec);
-        if (!fs::exists(old)) rename_or_throw(dir, old);
-        else fs::remove_all(dir, ec);   // an incomplete NAME next to a good NAME.old: drop the broken one
+    //    by an earlier crash is only removed once NAME was read back whole (pair ids, sizes, finite values), i.e.
+    //    never while it is the only good copy; an incomplete NAME next to it is the one removed. Without a NAME.old
+    //    (every save but the one after a crash) nothing is read back and nothing is removed before the switch.
+    if (fs::exists(old)) {
+        bool whole = false;
+        if (fs::exists(dir)) {
+            try {
+                load_checkpoint_folder(dir.string());
+                whole = true;
+            } catch (const Error&) {
+            }
+        }
+        remove_step(whole ? old : dir);
     }
+    if (fs::exists(dir)) rename_or_throw(dir, old);
     rename_or_throw(tmp, dir);
     fsync_folder(root);
-    fs::remove_all(old, ec);
+    remove_step(old);
 }
 
 Checkpoint load_checkpoint_folder(const std::string& folder) {
@@ -149,8 +188,12 @@ Checkpoint load_checkpoint(const std::string& root, const std::string& name) {
                      dir.string().c_str(), first_error.empty() ? "is missing" : "is incomplete", old.string().c_str());
         return c;
     }
+    std::string aside;
+    for (const std::string& a : stale_asides(root)) aside += fmt("; ", a, " holds the run an interrupted --overwrite "
+                                                                 "was replacing (run with --overwrite again to start "
+                                                                 "over, or move its folders back to resume it)");
     throw Error(fmt("checkpoint: no checkpoint in ", root, " (neither ", dir.string(), " nor ", old.string(),
-                    " exists); hint: pass the folder a run wrote with --out"));
+                    " exists)", aside, "; hint: pass the folder a run wrote with --out"));
 }
 
 Checkpoint open_checkpoint(const std::string& path, bool model_only) {

@@ -14,9 +14,12 @@
 // Writing is atomic for the pair, not just per file: both files go into a fresh ROOT/.NAME.tmp.<pid>, each fsynced
 // (write_file_atomic), then the folders are switched by renames: NAME -> NAME.old, tmp -> NAME, NAME.old removed.
 // A crash at any point leaves NAME or NAME.old holding a complete pair; load_checkpoint falls back to NAME.old when
-// NAME is missing or incomplete.
+// NAME is missing or incomplete. A NAME.old left by an interrupted save is removed only after NAME was read back
+// whole (else the broken NAME goes and NAME.old stays). Temporary folders .NAME.tmp.<pid> of dead pids are removed;
+// those of a live process (another writer) are never touched.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -51,5 +54,12 @@ Checkpoint load_checkpoint_folder(const std::string& folder);
 // apart by content: load_weights_file). Loads it; with model_only the train state may be absent (a lone
 // model.safetensors, e.g. written by PyTorch).
 Checkpoint open_checkpoint(const std::string& path, bool model_only = false);
+
+// Test seam for the crash-safety suite: fs_step(label) runs the hook, when set, right before each rename and removal
+// of a checkpoint switch and of --overwrite (train/run_folder.h), so a test can SIGKILL a writer at every step.
+// Process-wide; an empty hook (the default) does nothing.
+using FsStepHook = std::function<void(const std::string& step)>;
+void set_fs_step_hook_for_testing(FsStepHook hook);
+void fs_step(const std::string& step);
 
 }  // namespace razor::train

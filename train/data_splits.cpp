@@ -16,6 +16,7 @@
 #include "data/image_folder.h"
 #include "data/transforms.h"
 #include "data/val_split.h"
+#include "train/run_log.h"
 
 namespace razor::train {
 namespace fs = std::filesystem;
@@ -43,12 +44,6 @@ void measure_stats(const data::ImageDataset& ds, std::vector<float>& mean, std::
         const double m = sum[c] / n, var = std::max(sq[c] / n - m * m, 1e-12);
         mean[c] = static_cast<float>(m), std[c] = static_cast<float>(std::sqrt(var));
     }
-}
-
-std::string join_names(const std::vector<std::string>& names) {
-    std::string s;
-    for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
-    return "(" + s + ")";
 }
 
 data::ImageDataset keep_classes(const std::string& command, const data::ImageDataset& ds, const std::string& classes) {
@@ -101,6 +96,12 @@ int64_t common_square_size(const data::ImageDataset& ds) {
 }
 
 }  // namespace
+
+std::string join_names(const std::vector<std::string>& names) {
+    std::string s;
+    for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+    return "(" + s + ")";
+}
 
 DataSplits load_splits(const std::string& command, const std::string& dataset, const std::string& dir_flag,
                        const std::string& classes, bool need_train) {
@@ -184,6 +185,17 @@ DataSplits load_splits(const std::string& command, const std::string& dataset, c
     // Resolution and the eval crop.
     const data::ImageDataset& some = need_train ? s.train : s.eval_set();
     const int64_t native = common_square_size(some);
+    // Sizes taken from the images themselves: the splits must agree, or the test images would be scored at a size
+    // the model never trained on (a folder with 32 px train/ and 64 px test/ images).
+    if (o.image_size == 0 && need_train && native > 0) {
+        for (const data::ImageDataset* split : {&s.val, &s.test}) {
+            const int64_t other = common_square_size(*split);
+            if (split->size() > 0 && other > 0 && other != native)
+                throw Error(fmt(command, ": ", s.train.name, " holds ", native, "x", native, " images but ", split->name,
+                                " holds ", other, "x", other, " ones; expected one size for training and evaluation; "
+                                "hint: pass --image-size ", native, " to resize every split to it"));
+        }
+    }
     s.image_size = o.image_size > 0 ? o.image_size : native > 0 ? native : 224;
     s.crop_pct = o.crop_pct ? *o.crop_pct : dataset == "folder" ? 0.875 : 1.0;
     s.interpolation = o.interpolation;
@@ -241,7 +253,12 @@ std::map<std::string, std::string> model_metadata(const std::string& model, cons
                                                   const DataSplits& data) {
     const Shape image = data.train.image_shape();
     std::string names;
-    for (const auto& n : data.train.classes) names += (names.empty() ? "" : ",") + n;
+    for (const auto& n : data.train.classes) {
+        require_utf8(fmt("a class name of ", data.train.name), n,
+                     "rename the class (its folder, or its line in the dataset's class list) in UTF-8, or leave it "
+                     "out with --classes");
+        names += (names.empty() ? "" : ",") + n;
+    }
     return {{"format", "pt"},   // safetensors.torch's marker: plain PyTorch tensors
             {"model", model},
             {"dataset", dataset},

@@ -74,6 +74,9 @@ data::DataLoader train_loader(const DataSplits& data, bool augment, int64_t batc
 std::map<std::string, std::string> model_metadata(const std::string& model, const std::string& dataset,
                                                   const DataSplits& data);
 
+// "(cat, dog)": class names for messages.
+std::string join_names(const std::vector<std::string>& names);
+
 // The class names a checkpoint's metadata records (class_names, else the comma-joined classes); empty if none.
 std::vector<std::string> metadata_class_names(const std::map<std::string, std::string>& metadata);
 

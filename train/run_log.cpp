@@ -2,6 +2,8 @@
 #include "train/run_log.h"
 
 #include <filesystem>
+#include <string_view>
+#include <system_error>
 
 #include "core/check.h"
 #include "core/safetensors.h"
@@ -35,6 +37,75 @@ std::vector<nlohmann::json> trim_log(const std::string& path,
     return kept;
 }
 
+namespace {
+
+// The offset of the first byte of `s` that does not continue valid UTF-8 (RFC 3629: no overlongs, no surrogates,
+// at most U+10FFFF), or npos.
+size_t first_invalid_utf8(const std::string& s) {
+    size_t i = 0;
+    while (i < s.size()) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        size_t n = 0;
+        uint32_t cp = 0, min = 0;
+        if (c < 0x80) n = 0, cp = c;
+        else if ((c & 0xE0) == 0xC0) n = 1, cp = c & 0x1F, min = 0x80;
+        else if ((c & 0xF0) == 0xE0) n = 2, cp = c & 0x0F, min = 0x800;
+        else if ((c & 0xF8) == 0xF0) n = 3, cp = c & 0x07, min = 0x10000;
+        else return i;
+        for (size_t k = 1; k <= n; ++k) {
+            if (i + k >= s.size()) return i;
+            const auto d = static_cast<unsigned char>(s[i + k]);
+            if ((d & 0xC0) != 0x80) return i;
+            cp = (cp << 6) | (d & 0x3F);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+        i += n + 1;
+    }
+    return std::string::npos;
+}
+
+}  // namespace
+
+void require_utf8(const std::string& what, const std::string& text, const std::string& hint) {
+    const size_t bad = first_invalid_utf8(text);
+    if (bad == std::string::npos) return;
+    std::string shown;
+    for (unsigned char c : text) {
+        if (c >= 0x20 && c < 0x7F) shown += static_cast<char>(c);
+        else shown += fmt("\\x", "0123456789abcdef"[c >> 4], "0123456789abcdef"[c & 15]);
+    }
+    throw Error(fmt(what, " '", shown, "' is not valid UTF-8 (byte ", bad, "); expected UTF-8 text, as the JSON log "
+                    "and the checkpoint metadata hold it; hint: ", hint));
+}
+
+void check_log_path(const std::string& command, const std::string& path, bool fresh, bool overwrite) {
+    std::error_code ec;
+    const fs::file_status st = fs::status(path, ec);
+    if (ec && ec.value() != ENOENT)
+        throw Error(fmt(command, ": --log ", path, " cannot be read (", ec.message(), "); hint: pick another --log"));
+    if (!fs::exists(st)) return;
+    if (!fs::is_regular_file(st))
+        throw Error(fmt(command, ": --log ", path, " is not a file; expected a JSONL log; hint: pick another --log"));
+    const std::string text = read_file(path);
+    size_t start = 0, line = 0;
+    while (start < text.size()) {
+        const size_t end = text.find('\n', start);
+        if (end == std::string::npos) break;   // a torn last line: what a killed run leaves
+        ++line;
+        const std::string_view l(text.data() + start, end - start);
+        start = end + 1;
+        if (l.empty()) continue;
+        nlohmann::json j = nlohmann::json::parse(l, nullptr, false);
+        if (!j.is_object())
+            throw Error(fmt(command, ": --log ", path, " is not a razor run log (line ", line, " is not a JSON "
+                            "object); razor never rewrites a file it did not write; hint: pick another --log"));
+    }
+    if (fresh && !overwrite && !text.empty())
+        throw Error(fmt(command, ": --log ", path, " already holds a run's log; hint: continue that run with --resume, "
+                        "pick another --log, or pass --overwrite to start over (the old log is kept aside until the "
+                        "new run's first checkpoint)"));
+}
+
 void Curves::add(const nlohmann::json& j) {
     const double e = j.at("epoch").get<double>();
     loss_.x.push_back(e), loss_.y.push_back(j.at("loss").get<double>());
@@ -55,8 +126,16 @@ void Curves::write(const std::string& path) const {
 RunLog::RunLog(const std::string& command, const std::string& path,
                const std::function<bool(const nlohmann::json&)>& keep, const std::string& plot_path)
     : path_(path), plot_path_(plot_path) {
-    for (const nlohmann::json& j : trim_log(path, keep))
-        if (!plot_path_.empty()) curves_.add(j);
+    for (const nlohmann::json& j : trim_log(path, keep)) {
+        if (plot_path_.empty()) continue;
+        try {
+            curves_.add(j);
+        } catch (const nlohmann::json::exception& e) {
+            throw Error(fmt(command, ": ", path, ": the entry ", j.dump().substr(0, 120), " lacks an epoch field (",
+                            e.what(), "); expected the log razor wrote; hint: pick another --log, or start over "
+                            "with --overwrite"));
+        }
+    }
     out_.open(path, std::ios::app);
     if (!out_) throw Error(fmt(command, ": cannot open ", path, " for writing; hint: check --log / --out"));
 }

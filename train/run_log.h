@@ -22,6 +22,17 @@ namespace razor::train {
 // `keep` empty (a fresh run) leaves an empty log. Unparsable lines (a torn last line of a killed run) are dropped.
 std::vector<nlohmann::json> trim_log(const std::string& path, const std::function<bool(const nlohmann::json&)>& keep);
 
+// Refuses (razor::Error naming the flag and the line) a `path` razor must not rewrite: a folder, or a file that is
+// not a razor run log (a complete line that is not a JSON object; a torn last line is a killed run's and fine). With
+// `fresh` (a new run), a non-empty log is refused unless `overwrite` (the caller then moves it aside). RunLog trims
+// what it opens, so this is called before it: razor never truncates a file it did not write.
+void check_log_path(const std::string& command, const std::string& path, bool fresh, bool overwrite);
+
+// Refuses `text` that is not valid UTF-8, which JSON (the log, the checkpoints' metadata) cannot hold: razor::Error
+// "WHAT '<text, bad bytes as \xNN>' is not valid UTF-8 (byte N); ... hint: HINT". Called at start-up on every flag
+// value and class name a run writes, so a bad name stops the run before its first step, not at its first save.
+void require_utf8(const std::string& what, const std::string& text, const std::string& hint);
+
 // The curves of epoch entries with "epoch", "loss", "train_acc", "lr" and nullable "test_acc" / "test_loss"
 // (train/epoch_record.h): loss, accuracy and learning rate against the epoch.
 class Curves {

@@ -2,6 +2,8 @@
 #include "train/train_state.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
@@ -98,6 +100,56 @@ ResumePoint restore_train_state(const std::map<std::string, Tensor>& state, cons
     default_generator().set_state(rng_default);
     init_gen.set_state(rng_init);
     return p;
+}
+
+void check_resumed_optimizer(const std::map<std::string, Tensor>& state,
+                             const std::map<std::string, std::string>& train_metadata, const optim::Optimizer& opt,
+                             const std::string& where) {
+    constexpr const char* kBad = "hint: the checkpoint was edited or damaged; resume from last.old/ or best/, or "
+                                 "start a new run with another --out";
+    for (size_t g = 0; g < opt.num_groups(); ++g) {
+        for (const std::string& field : opt.option_names()) {
+            const double v = opt.option(g, field);
+            if (!std::isfinite(v))
+                throw Error(fmt(where, ": optimizer option param_groups.", g, ".", field, " is ", v,
+                                "; expected a finite value; ", kBad));
+        }
+        if (opt.lr(g) < 0)
+            throw Error(fmt(where, ": optimizer lr (param_groups.", g, ".lr) is ", opt.lr(g), "; expected >= 0 for "
+                            "a run that trains on (--lr sets it for a new run); ", kBad));
+        const std::string m = opt.momentum_option();
+        if (!m.empty() && !(opt.momentum(g) >= 0 && opt.momentum(g) <= 1))
+            throw Error(fmt(where, ": optimizer ", m, " (param_groups.", g, ".", m, ") is ", opt.momentum(g),
+                            "; expected a value in [0, 1] (--momentum for a new run); ", kBad));
+    }
+    // "<param>.<slot>" entries: every parameter with state holds every slot any parameter holds.
+    std::map<std::string, std::set<std::string>> slots_of;   // slot -> parameters
+    std::set<std::string> params;
+    int64_t entries = 0;
+    for (const auto& [key, t] : state) {
+        if (key.rfind("optimizer.", 0) != 0) continue;
+        ++entries;
+        const std::string k = key.substr(10);
+        if (k.rfind("param_groups.", 0) == 0) continue;
+        const size_t dot = k.rfind('.');
+        if (dot == std::string::npos) continue;
+        slots_of[k.substr(dot + 1)].insert(k.substr(0, dot));
+        params.insert(k.substr(0, dot));
+    }
+    for (const auto& [slot, have] : slots_of)
+        for (const std::string& p : params)
+            if (!have.count(p))
+                throw Error(fmt(where, ": optimizer state 'optimizer.", p, ".", slot, "' is missing (", have.size(),
+                                " of ", params.size(), " parameters hold a ", slot, "); a missing buffer would "
+                                "restart at zero and the resume would not be exact; ", kBad));
+    if (auto it = train_metadata.find("optimizer_entries"); it != train_metadata.end()) {
+        char* end = nullptr;
+        const long long saved = std::strtoll(it->second.c_str(), &end, 10);
+        if (it->second.empty() || *end != '\0' || saved != entries)
+            throw Error(fmt(where, ": holds ", entries, " optimizer entries, but the run saved ", it->second,
+                            " (metadata optimizer_entries); optimizer state is missing (momentum buffers would "
+                            "restart at zero and the resume would not be exact); ", kBad));
+    }
 }
 
 Tensor pack_generator_state(const std::array<uint64_t, 4>& s) {

@@ -38,6 +38,16 @@ std::map<std::string, std::string> parse_run_config(const std::string& json_text
 ResumePoint restore_train_state(const std::map<std::string, Tensor>& state, const std::string& where,
                                 optim::Optimizer& opt, optim::LRScheduler* sched, Generator& init_gen);
 
+// What a run that goes on training needs from a restored optimizer, checked before its first step (razor train,
+// finetune): every group option finite, each group's lr >= 0 and its momentum (SGD's, Adam's beta1) in [0, 1]; and
+// the per-parameter state complete: each slot (momentum_buffer, exp_avg, ...) held for every parameter that has any
+// state, and -- when the writer recorded it (train metadata "optimizer_entries") -- as many entries as were saved. A
+// missing momentum buffer would silently restart at zero and the resume would no longer be bit-exact. Throws
+// razor::Error naming `where`, the option or entry, and a hint.
+void check_resumed_optimizer(const std::map<std::string, Tensor>& state,
+                             const std::map<std::string, std::string>& train_metadata, const optim::Optimizer& opt,
+                             const std::string& where);
+
 // The checked per-entry readers restore_train_state is made of, for the commands that keep more in their train state
 // (razor sparse-train: s, two optimizers, the chosen subnetwork). Each throws razor::Error naming `where`, the entry,
 // what was expected and what was found.

@@ -168,4 +168,21 @@ bool same_tensors(const std::map<std::string, Tensor>& a, const std::map<std::st
     return true;
 }
 
+#ifdef RAZOR_CLI
+int spawn_razor(const std::vector<std::string>& args, const std::string& log_path) {
+    std::fflush(nullptr);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) ::dup2(fd, 1), ::dup2(fd, 2);
+        std::vector<char*> argv{const_cast<char*>(RAZOR_CLI)};
+        for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+        argv.push_back(nullptr);
+        ::execv(RAZOR_CLI, argv.data());
+        ::_exit(127);
+    }
+    return pid;
+}
+#endif
+
 }  // namespace razor::test

@@ -48,6 +48,11 @@ int run_command(int (*command)(const std::vector<std::string>&), const std::vect
 // the captured output and the error's message (reported after the capture ends: doctest prints to stdout).
 std::string run_ok(int (*command)(const std::vector<std::string>&), const std::vector<std::string>& args);
 
+#ifdef RAZOR_CLI
+// Starts the razor binary with `args`, its stdout and stderr appended to `log_path`; returns the child's pid.
+int spawn_razor(const std::vector<std::string>& args, const std::string& log_path);
+#endif
+
 // --- implementation of the template ---
 std::string capture_begin();        // returns the capture file's path
 std::string capture_end(const std::string& path);

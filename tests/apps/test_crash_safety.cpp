@@ -26,6 +26,8 @@
 
 #include "apps/apps_support.h"
 #include "train/checkpoint.h"
+#include "train/run_folder.h"
+#include "train/run_log.h"
 #include "core/core.h"
 #include "models/registry.h"
 
@@ -173,24 +175,243 @@ TEST_CASE("crash safety: ENOSPC, EACCES and EIO while saving leave the previous 
     CHECK(test::same_tensors(train::load_checkpoint(root).model, b.model));
 }
 
-#ifdef RAZOR_CLI
 namespace {
 
-// Runs the razor CLI with `args`, stdout and stderr to `log_path`. Returns the pid.
-pid_t spawn_razor(const std::vector<std::string>& args, const std::string& log_path) {
+// A small state (4 KB of weights) whose epoch is `i`: the step-by-step kills below fork once per step.
+train::Checkpoint small_state(int i) {
+    Generator gen(static_cast<uint64_t>(100 + i));
+    train::Checkpoint c;
+    c.model["w"] = Tensor::randn({1000}, gen);
+    c.model_metadata = {{"epoch", fmt(i)}};
+    c.train_state["epoch"] = Tensor::from_vector_i64({}, {i});
+    c.train_metadata = {{"epoch", fmt(i)}};
+    return c;
+}
+
+// Runs `work` in a child that SIGKILLs itself right before its k-th filesystem step (train::fs_step, 1-based).
+// Returns whether it was killed (false: `work` has fewer steps and completed); `label` gets the step's name.
+bool killed_at_step(int k, const std::function<void()>& work, std::string* label) {
+    const std::string label_file = fmt("/tmp/razor_fs_step_", ::getpid(), ".txt");
     std::fflush(nullptr);
     const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
     if (pid == 0) {
-        const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (fd >= 0) ::dup2(fd, 1), ::dup2(fd, 2);
-        std::vector<char*> argv{const_cast<char*>(RAZOR_CLI)};
-        for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-        argv.push_back(nullptr);
-        ::execv(RAZOR_CLI, argv.data());
-        ::_exit(127);
+        int n = 0;
+        train::set_fs_step_hook_for_testing([&](const std::string& step) {
+            if (++n < k) return;
+            std::ofstream(label_file) << step;
+            ::raise(SIGKILL);
+        });
+        try {
+            work();
+        } catch (...) {
+            ::_exit(3);
+        }
+        ::_exit(0);
     }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (WIFSIGNALED(status)) {
+        *label = read_file(label_file);
+        fs::remove(label_file);
+        return true;
+    }
+    REQUIRE_MESSAGE(WEXITSTATUS(status) == 0, "the writer failed (status ", WEXITSTATUS(status), ")");
+    return false;
+}
+
+// The pid of a process that has exited (and was reaped).
+long dead_pid() {
+    const pid_t pid = ::fork();
+    if (pid == 0) ::_exit(0);
+    ::waitpid(pid, nullptr, 0);
     return pid;
 }
+
+int loaded_epoch(const std::string& root) { return std::stoi(train::load_checkpoint(root).model_metadata.at("epoch")); }
+
+}  // namespace
+
+TEST_CASE("crash safety: a SIGKILL at every filesystem step of a checkpoint switch leaves a loadable checkpoint, "
+          "also from an incomplete last/ next to a good last.old/") {
+    const train::Checkpoint A = small_state(1), B = small_state(2), N = small_state(3);
+    // How the folder looks before the save; A is the complete checkpoint a load must find until N replaces it.
+    struct Start {
+        const char* what;
+        std::function<void(const std::string& root)> make;
+    };
+    const std::vector<Start> starts = {
+        {"last/ complete", [&](const std::string& root) { train::save_checkpoint(root, "last", A); }},
+        {"last/ with a truncated model file, last.old/ complete",
+         [&](const std::string& root) {
+             train::save_checkpoint(root, "last", A);
+             fs::rename(root + "/last", root + "/last.old");
+             fs::copy(root + "/last.old", root + "/last", fs::copy_options::recursive);
+             const std::string f = root + "/last/" + train::kModelFile, bytes = read_file(f);
+             write_file_atomic(f, bytes.substr(0, bytes.size() / 2));
+         }},
+        {"last/ from another save (pair ids differ), last.old/ complete",
+         [&](const std::string& root) {
+             train::save_checkpoint(root, "x", B);
+             train::save_checkpoint(root, "last", A);
+             fs::rename(root + "/last", root + "/last.old");
+             fs::copy(root + "/last.old", root + "/last", fs::copy_options::recursive);
+             fs::copy_file(root + "/x/" + train::kModelFile, root + "/last/" + train::kModelFile,
+                           fs::copy_options::overwrite_existing);
+             fs::remove_all(root + "/x");
+         }},
+        {"last/ complete, an older last.old/ left by a crash",
+         [&](const std::string& root) {
+             train::save_checkpoint(root, "last", B);
+             fs::rename(root + "/last", root + "/last.old");
+             train::save_checkpoint(root, "last", A);
+         }},
+        {"only last.old/",
+         [&](const std::string& root) {
+             train::save_checkpoint(root, "last", A);
+             fs::rename(root + "/last", root + "/last.old");
+         }},
+        {"last/ complete, a dead writer's temporary folder",
+         [&](const std::string& root) {
+             train::save_checkpoint(root, "last", A);
+             const std::string leftover = fmt(root, "/.last.tmp.", dead_pid());
+             fs::create_directories(leftover);
+             write_file_atomic(leftover + "/" + train::kModelFile, "torn");
+         }},
+    };
+    int kills = 0;
+    for (const Start& start : starts) {
+        int k = 1;
+        for (;; ++k) {
+            test::TempDir tmp("switch_steps");
+            const std::string root = tmp / "run";
+            start.make(root);
+            std::string label;
+            if (!killed_at_step(k, [&] { train::save_checkpoint(root, "last", N); }, &label)) {
+                CHECK(loaded_epoch(root) == 3);
+                break;
+            }
+            ++kills;
+            INFO(start.what, ": killed before step ", k, " (", label, ")");
+            int e = 0;
+            REQUIRE_NOTHROW(e = loaded_epoch(root));
+            CHECK((e == 1 || e == 3));   // the previous checkpoint or the new one, never nothing
+            // the next save goes through and leaves only last/
+            train::save_checkpoint(root, "last", N);
+            CHECK(loaded_epoch(root) == 3);
+            for (const auto& entry : fs::directory_iterator(root)) CHECK(entry.path().filename() == "last");
+        }
+        MESSAGE(start.what, ": ", k - 1, " filesystem steps, a kill before each");
+        CHECK(k - 1 >= 2);   // at least the two renames of the switch
+    }
+    CHECK(kills >= 12);
+}
+
+TEST_CASE("crash safety: a SIGKILL at every filesystem step of --overwrite leaves the old run or the new one, each "
+          "with a log holding its completed epochs exactly once") {
+    const train::Checkpoint old1 = small_state(1), old2 = small_state(2), new1 = small_state(11), new2 = small_state(12);
+    auto make_old_run = [&](const std::string& root) {
+        train::save_checkpoint(root, "best", old1);
+        train::save_checkpoint(root, "last", old2);
+        write_file_atomic(root + "/log.jsonl", "{\"epoch\":1,\"run\":\"old\"}\n{\"epoch\":2,\"run\":\"old\"}\n");
+    };
+    // The new run as razor train does it: lock, move aside, a fresh log, per epoch the log line then the checkpoint;
+    // the aside goes after the first checkpoint.
+    auto new_run = [&](const std::string& root) {
+        const train::RunLock lock("test", root);
+        const fs::path out(root);
+        train::OverwrittenRun aside("test", root, {(out / "last").string(), (out / "last.old").string(),
+                                                   (out / "best").string(), (out / "best.old").string(),
+                                                   (out / "log.jsonl").string(), (out / "curves.svg").string()});
+        train::RunLog log("test", root + "/log.jsonl", nullptr);
+        int e = 0;
+        for (const train::Checkpoint* c : {&new1, &new2}) {
+            log.write({{"epoch", ++e}, {"run", "new"}});
+            train::save_checkpoint(root, "last", *c);
+            aside.finish();
+        }
+    };
+    // The epochs of a log up to `upto` (what a resume keeps): each once, in order, all from `run`.
+    auto check_log = [](const std::string& path, int upto, const std::string& run) {
+        std::vector<int> epochs;
+        for (const auto& j : test::read_jsonl(path))
+            if (j["epoch"].get<int>() <= upto) {
+                CHECK(j["run"] == run);
+                epochs.push_back(j["epoch"].get<int>());
+            }
+        std::vector<int> want;
+        for (int e = 1; e <= upto; ++e) want.push_back(e);
+        CHECK(epochs == want);
+    };
+    int k = 1;
+    for (;; ++k) {
+        test::TempDir tmp("overwrite_steps");
+        const std::string root = tmp / "run";
+        make_old_run(root);
+        std::string label;
+        if (!killed_at_step(k, [&] { new_run(root); }, &label)) break;
+        INFO("killed before step ", k, " (", label, ")");
+        const std::vector<std::string> asides = train::stale_asides(root);
+        bool has_checkpoint = true;
+        int e = 0;
+        try {
+            e = loaded_epoch(root);
+        } catch (const Error&) {
+            has_checkpoint = false;
+        }
+        if (has_checkpoint && e == 2) {   // nothing moved yet: the old run, whole
+            check_log(root + "/log.jsonl", 2, "old");
+        } else if (has_checkpoint) {      // the new run's first checkpoint (or second) landed
+            REQUIRE((e == 11 || e == 12));
+            check_log(root + "/log.jsonl", e - 10, "new");
+        } else {   // between: the old run, whole, each piece still in place or already in the aside
+            REQUIRE(asides.size() == 1);
+            const std::string& a = asides[0];
+            CHECK(std::stoi(train::load_checkpoint(a, "1-last").model_metadata.at("epoch")) == 2);
+            const bool best_moved = fs::exists(a + "/3-best");
+            CHECK(std::stoi(train::load_checkpoint(best_moved ? a : root, best_moved ? "3-best" : "best")
+                                .model_metadata.at("epoch")) == 1);
+            check_log(fs::exists(a + "/5-log.jsonl") ? a + "/5-log.jsonl" : root + "/log.jsonl", 2, "old");
+            // a resume says where the old run is
+            CHECK_THROWS_WITH_AS(train::load_checkpoint(root), Contains("interrupted --overwrite"), Error);
+        }
+        // --overwrite again (the killed run's intent) completes and leaves nothing aside
+        new_run(root);
+        CHECK(loaded_epoch(root) == 12);
+        check_log(root + "/log.jsonl", 2, "new");
+        CHECK(train::stale_asides(root).empty());
+        CHECK(!fs::exists(root + "/best"));
+    }
+    MESSAGE("--overwrite: ", k - 1, " filesystem steps, a kill before each");
+    CHECK(k - 1 >= 8);   // the moves of last/, best/ and the log, the switches, the removal of the aside
+}
+
+TEST_CASE("crash safety: a save removes the temporary folders of dead writers, never those of a live one") {
+    test::TempDir tmp("tmp_owners");
+    const std::string root = tmp / "run";
+    train::save_checkpoint(root, "last", small_state(1));
+    std::fflush(nullptr);
+    const pid_t live = ::fork();
+    if (live == 0) {
+        ::pause();
+        ::_exit(0);
+    }
+    const std::string dead_tmp = fmt(root, "/.last.tmp.", dead_pid()), live_tmp = fmt(root, "/.last.tmp.", live);
+    fs::create_directories(dead_tmp);
+    fs::create_directories(live_tmp);
+    write_file_atomic(live_tmp + "/" + train::kModelFile, "being written");
+    train::save_checkpoint(root, "last", small_state(2));
+    CHECK(!fs::exists(dead_tmp));
+    CHECK(read_file(live_tmp + "/" + train::kModelFile) == "being written");
+    ::kill(live, SIGKILL);
+    ::waitpid(live, nullptr, 0);
+    train::save_checkpoint(root, "last", small_state(3));   // its owner gone: cleaned like any dead writer's
+    CHECK(!fs::exists(live_tmp));
+    CHECK(loaded_epoch(root) == 3);
+}
+
+#ifdef RAZOR_CLI
+namespace {
 
 int wait_exit_code(pid_t pid) {
     int status = 0;
@@ -218,7 +439,7 @@ void kill_and_resume(const KillResumeCase& k, int kills, uint64_t seed, const st
         return args;
     };
     const auto t0 = std::chrono::steady_clock::now();
-    REQUIRE(wait_exit_code(spawn_razor(fresh(a), tmp_dir + "/a.txt")) == 0);
+    REQUIRE(wait_exit_code(test::spawn_razor(fresh(a), tmp_dir + "/a.txt")) == 0);
     const int64_t span_us =
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
     const auto la = test::read_jsonl(a + "/log.jsonl");
@@ -240,7 +461,7 @@ void kill_and_resume(const KillResumeCase& k, int kills, uint64_t seed, const st
             } else {
                 args.push_back("--overwrite");
             }
-            const pid_t pid = spawn_razor(args, tmp_dir + "/b.txt");
+            const pid_t pid = test::spawn_razor(args, tmp_dir + "/b.txt");
             // up to half an uninterrupted run: a few kills per episode, each attempt still making progress
             std::this_thread::sleep_for(std::chrono::microseconds(gen.randint(static_cast<uint64_t>(span_us / 2))));
             ::kill(pid, SIGKILL);

@@ -76,6 +76,11 @@ TEST_CASE("razor finetune: backbone loaded, new head for the new classes, frozen
 
     // the same run stopped after epoch 1 and resumed is bit-identical (the razor tape and frozen BN included)
     run(apps::run_finetune, plus(tune, {"--out", tmp / "b", "--stop-after", "1"}));
+    // razor train --resume of a finetune run would drop --freeze-bn (and --from): refused, naming the command to use
+    CHECK_THROWS_WITH_AS(test::run_command(apps::run_train, {"--resume", tmp / "b", "--data", d, "--threads", "1"}),
+                         Contains(fmt("hint: continue it with the command that wrote it, e.g. razor finetune --resume ",
+                                      tmp / "b").c_str()),
+                         Error);
     run(apps::run_finetune, {"--resume", tmp / "b", "--data", d, "--threads", "1"});
     const train::Checkpoint b = train::load_checkpoint(tmp / "b");
     REQUIRE(b.model.size() == a.model.size());

@@ -118,3 +118,20 @@ TEST_CASE("safetensors: an empty file round-trips, and a NUL byte in the header 
     CHECK_THROWS_WITH_AS(parse_safetensors(std::string(1, char(header.size())) + std::string(7, '\0') + header, "nul.st"),
                          Contains("nul.st: safetensors header contains a NUL byte at offset 11"), Error);
 }
+
+TEST_CASE("safetensors: a key twice in the header (a tensor or a metadata key) is refused, not last-one-wins") {
+    using doctest::Contains;
+    auto file = [](const std::string& header) {
+        std::string len(8, '\0');
+        for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((header.size() >> (8 * i)) & 0xFF);
+        return len + header + std::string(8, '\0');
+    };
+    const std::string t0 = R"({"dtype":"F32","shape":[1],"data_offsets":[0,4]})",
+                      t1 = R"({"dtype":"F32","shape":[1],"data_offsets":[4,8]})";
+    CHECK(parse_safetensors(file("{\"a\":" + t0 + ",\"b\":" + t1 + "}"), "ok.st").tensors.size() == 2);
+    CHECK_THROWS_WITH_AS(parse_safetensors(file("{\"a\":" + t0 + ",\"a\":" + t1 + "}"), "dup.st"),
+                         Contains("dup.st: safetensors header has the key 'a' twice"), Error);
+    CHECK_THROWS_WITH_AS(
+        parse_safetensors(file(R"({"__metadata__":{"pair":"1","pair":"2"},"a":)" + t0 + "}"), "meta.st"),
+        Contains("the key 'pair' twice"), Error);
+}
