@@ -1,7 +1,10 @@
 // apps/main.cpp -- the razor command line: `razor <command> [flags]`.
 //
 // Every razor::Error (bad flag, bad file, bad shape, NaN loss) ends here: printed as "razor: error: ..." with exit
-// status 2, never a crash.
+// status 2, never a crash. A run stopped by Ctrl-C or SIGTERM (train/interrupt.h) exits with 128 + the signal after
+// its checkpoint, printing how to continue.
+//
+// stdout is line-buffered even into a pipe or file, so the banner and every epoch line are out before a kill.
 #include <cstdio>
 #include <exception>
 #include <functional>
@@ -9,6 +12,7 @@
 
 #include "apps/commands.h"
 #include "core/check.h"
+#include "train/interrupt.h"
 
 namespace {
 const char* const kUsage =
@@ -27,6 +31,7 @@ const char* const kUsage =
 }
 
 int main(int argc, char** argv) {
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
     const std::map<std::string, std::function<int(const std::vector<std::string>&)>> commands = {
         {"demo", razor::apps::run_demo},
         {"info", razor::apps::run_info},
@@ -48,6 +53,9 @@ int main(int argc, char** argv) {
     }
     try {
         return it->second(std::vector<std::string>(argv + 2, argv + argc));
+    } catch (const razor::train::Interrupted& e) {
+        std::fprintf(stderr, "\n%s\n", e.what());   // "razor train: interrupted by SIGINT ...; continue with: ..."
+        return e.exit_code();
     } catch (const razor::Error& e) {
         std::fprintf(stderr, "\nrazor: error: %s\n", e.what());
         return 2;

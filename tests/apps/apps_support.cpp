@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -123,5 +124,12 @@ bool same_tensors(const std::map<std::string, Tensor>& a, const std::map<std::st
     }
     return true;
 }
+
+#ifdef RAZOR_CLI
+std::string razor_cli() {
+    const char* env = std::getenv("RAZOR_CLI");
+    return env && *env ? env : RAZOR_CLI;
+}
+#endif
 
 }  // namespace razor::test

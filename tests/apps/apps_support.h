@@ -36,6 +36,12 @@ int run_command(int (*command)(const std::vector<std::string>&), const std::vect
 // the captured output and the error's message (reported after the capture ends: doctest prints to stdout).
 std::string run_ok(int (*command)(const std::vector<std::string>&), const std::vector<std::string>& args);
 
+#ifdef RAZOR_CLI
+// The razor binary the CLI tests run: $RAZOR_CLI when set (the sanitizer stage links these tests against its
+// instrumented build and points here at its own binary), else the one built next to the tests.
+std::string razor_cli();
+#endif
+
 // --- implementation of the template ---
 std::string capture_begin();        // returns the capture file's path
 std::string capture_end(const std::string& path);

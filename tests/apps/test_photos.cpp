@@ -22,7 +22,7 @@ namespace {
 #ifdef RAZOR_CLI
 // Runs the razor binary with `args`; returns its stdout, requiring exit status 0.
 std::string run_cli(const std::string& args) {
-    const std::string cmd = std::string(RAZOR_CLI) + " " + args + " 2>&1";
+    const std::string cmd = test::razor_cli() + " " + args + " 2>&1";
     FILE* p = ::popen(cmd.c_str(), "r");
     REQUIRE(p != nullptr);
     std::string out;
