@@ -5,6 +5,9 @@
 // paths) and running out of memory (std::bad_alloc), with a hint naming flags. "unexpected error" (exit 3) is left
 // for other exceptions, i.e. razor's own bugs (docs/reliability.md "Errors"). An unknown command gets one line, a
 // "did you mean" (apps/suggest.h) and a hint, not the whole usage.
+// A run stopped by Ctrl-C or SIGTERM (train/interrupt.h) exits with 128 + the signal after its checkpoint,
+// printing how to continue. stdout is line-buffered even into a pipe or file, so the banner and every epoch line are
+// out before a kill.
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -16,6 +19,7 @@
 #include "apps/suggest.h"
 #include "apps/version.h"
 #include "core/check.h"
+#include "train/interrupt.h"
 
 namespace {
 const char* const kUsage =
@@ -50,6 +54,7 @@ int unknown_command(const std::string& name, const std::map<std::string, Command
 }  // namespace
 
 int main(int argc, char** argv) {
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
     const std::map<std::string, Command> commands = {
         {"demo", razor::apps::run_demo},
         {"data", razor::apps::run_data},
@@ -81,6 +86,9 @@ int main(int argc, char** argv) {
     if (it == commands.end()) return unknown_command(name, commands);
     try {
         return it->second(args);
+    } catch (const razor::train::Interrupted& e) {
+        std::fprintf(stderr, "\n%s\n", e.what());   // "razor train: interrupted by SIGINT ...; continue with: ..."
+        return e.exit_code();
     } catch (const razor::Error& e) {
         std::fprintf(stderr, "\nrazor: error: %s\n", e.what());
         return 2;

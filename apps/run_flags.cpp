@@ -67,6 +67,8 @@ const FlagTable<RunFlags>& run_flag_family() {
                      "replaced as the new run writes them)", &F::overwrite, true)
             .integer("stop-after", "0", "stop after this epoch with a checkpoint, to continue later with --resume (0 = "
                      "off)", &F::stop_after, true)
+            .integer("save-every", "0", "also checkpoint OUT/last every N steps inside an epoch, for --resume (0 = at "
+                     "epoch ends only; Ctrl-C always checkpoints after the step in flight)", &F::save_every, true)
             .boolean("skip-nonfinite", "on a NaN/Inf loss or gradient: report the op, skip the optimizer step and go "
                      "on (gives up after 20 such steps in a row); default: stop", &F::skip_nonfinite, true);
     return table;
@@ -152,6 +154,7 @@ void check_run_flags(const std::string& command, const RunFlags& f) {
     require(command, f.stop_after >= 0, "stop-after", f.stop_after, ">= 0 (0 = off)");
     require(command, f.steps_per_epoch <= kMaxCount, "steps-per-epoch", f.steps_per_epoch, fmt("<= ", kMaxCount));
     require(command, f.eval_batch <= kMaxCount, "eval-batch", f.eval_batch, fmt("<= ", kMaxCount));
+    require(command, f.save_every >= 0, "save-every", f.save_every, ">= 0 (0 = at epoch ends only)");
 }
 
 }  // namespace razor::apps

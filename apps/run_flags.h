@@ -1,7 +1,7 @@
 // apps/run_flags.h -- the flag families razor train, finetune and sparse-train share, each declared once: the data
 // (--dataset, --data, --classes, --augment, --workers, --image-size, --val-split, --val-seed, --crop-pct,
 // --interpolation, --mean, --std) and the run folder with its loop controls (--out, --resume,
-// --overwrite, --stop-after, --threads, --seed, --eval-every, --eval-batch, --steps-per-epoch, --skip-nonfinite); and
+// --overwrite, --stop-after, --save-every, --threads, --seed, --eval-every, --eval-batch, --steps-per-epoch, --skip-nonfinite); and
 // the synthetic-input model of razor bench and razor info.
 // docs: docs/cli.md.
 #pragma once
@@ -26,7 +26,7 @@ struct DataFlags {
 struct RunFlags {
     std::string out, resume;
     bool overwrite = false, skip_nonfinite = false;
-    int64_t stop_after = 0, threads = 0, seed = 0, eval_every = 1, eval_batch = 500, steps_per_epoch = 0;
+    int64_t stop_after = 0, threads = 0, seed = 0, eval_every = 1, eval_batch = 500, steps_per_epoch = 0, save_every = 0;
 };
 
 // --model, --classes, --channels, --image-size: a zoo model on synthetic input (razor bench, razor info).

@@ -15,7 +15,8 @@
 //   (constant), momentum, --wd, clip --clip over w: the dense step on the fixed subnetwork (SubnetScope), with
 //   train's non-finite policy (stop, or --skip-nonfinite). The last-epoch and best-epoch test accuracies are reported
 //   (the reference reports the best, selected on the test set: optimistic).
-// Checkpoints and --resume: OUT/last/ after every epoch of both phases and after the selection: the weights and BN
+// Checkpoints and --resume: OUT/last/ after every epoch of both phases and after the selection (and every
+//   --save-every N steps, and after the step in flight on Ctrl-C / SIGTERM: train/fit.h): the weights and BN
 //   statistics, and in train_state.safetensors the phase, s, the RNG states (init, masks, default), the run's flags;
 //   in phase A Adam's state on s and SGD's on w, in phase B the chosen subnetwork (plan.counts, plan.kept), the
 //   fine-tune SGD's state and the test accuracies so far. `--resume OUT` continues bit-exactly (same --threads).
@@ -109,12 +110,17 @@ int run_sparse_train(const std::vector<std::string>& argv) {
                 static_cast<long long>(o.run.seed));
     optim::SGD ft(model->named_parameters(), {.lr = o.finetune_lr, .momentum = o.momentum, .weight_decay = o.wd});
     SparsePosition at;
+    train::EpochProgress partial;   // a checkpoint taken inside an epoch of the phase it records
     if (start.resuming) {
         at = restore_sparse_state(start.resumed, o, *model, trainer, ft, gen, mask_gen);
+        partial = train::read_epoch_progress(start.resumed.train_state,
+                                             start.resumed.folder + "/" + train::kTrainStateFile, spe);
         std::printf("resume %s: %s\n", start.resumed.folder.c_str(),
                     at.in_b ? fmt("phase B, subnetwork chosen, after fine-tune epoch ", at.b_done, "/",
                                   o.finetune_epochs).c_str()
                             : fmt("phase A, after epoch ", at.a_done, "/", o.epochs).c_str());
+        if (partial.steps) std::printf("       and %lld of %lld steps of the next epoch\n",
+                                       static_cast<long long>(partial.steps), static_cast<long long>(spe));
     }
 
     // ---- outputs: a resumed run keeps the log lines its checkpoint holds (later ones are written again) ----
@@ -137,11 +143,9 @@ int run_sparse_train(const std::vector<std::string>& argv) {
             return false;   // "export": written again at the end
         };
     train::RunLog log(kCmd, log_path, keep_line);
-    auto save = [&] {
-        train::save_checkpoint(out, "last",
-                               sparse_checkpoint(at, o, *model, trainer, ft, gen, mask_gen, meta, config.dump()));
-        overwritten.finish();
-    };
+    auto state = [&] { return sparse_checkpoint(at, o, *model, trainer, ft, gen, mask_gen, meta, config.dump()); };
+    auto saved = [&](const train::FitPosition&) { overwritten.finish(); };   // the new run has a checkpoint now
+    const train::Interrupts interrupts;   // from here on, Ctrl-C checkpoints after the step in flight
     // --stop-after E: after the E-th epoch of the run (phase A epochs, then fine-tune epochs), unless the last.
     const int64_t total = o.epochs + o.finetune_epochs, stop = o.run.stop_after < total ? o.run.stop_after : 0;
     auto stopped = [&](const train::FitResult& r, int64_t offset) {
@@ -188,11 +192,16 @@ int run_sparse_train(const std::vector<std::string>& argv) {
                    ", clipped ", fixed(100 * r.metric("clipped"), 0), "%)  ", fixed(r.seconds, 0), " s  ",
                    fixed(r.img_per_s, 0), " img/s");
     };
-    a.checkpoint = [&](const train::EpochSummary& r) { at.a_done = r.epoch, save(); };
+    a.state = [&](const train::FitPosition& p) { return at.a_done = p.epoch, state(); };
+    a.saved = saved;
+    // The partial epoch a resumed checkpoint holds belongs to the phase it was written in.
+    const train::EpochProgress a_partial = at.in_b ? train::EpochProgress{} : partial;
+    const train::EpochProgress b_partial = at.in_b ? partial : train::EpochProgress{};
     const auto ra = train::fit(*model, loader, vrpge, log, {.command = kCmd, .label = "A ", .epochs = o.epochs,
-        .done = at.a_done, .steps_per_epoch = spe, .batch = o.batch,
+        .start = {.epoch = at.a_done, .global_step = at.a_done * spe + a_partial.steps, .partial = a_partial},
+        .steps_per_epoch = spe, .batch = o.batch,
         .eval = {.every = o.run.eval_every, .last = o.run.eval_every > 0}, .stop_at = stop <= o.epochs ? stop : 0,
-        .out = out}, a);
+        .out = out, .save_every = o.run.save_every, .interrupts = &interrupts}, a);
     if (stopped(ra, 0)) return 0;
 
     // ---- phase B: pick the best of --candidates subnetworks by training accuracy, then fine-tune it ----
@@ -202,7 +211,8 @@ int run_sparse_train(const std::vector<std::string>& argv) {
         at.plan = train::select_subnetwork(*model, trainer.scores, select, o.candidates,
                                            o.select_batches, mask_gen, image, log);
         at.in_b = true;
-        save();   // the choice is kept: a run resumed from here fine-tunes the same subnetwork
+        train::save_checkpoint(out, "last", state());   // the choice is kept: a resumed run fine-tunes this subnetwork
+        overwritten.finish();
     }
     train::SubnetScope subnet(at.plan);
     train::DenseStep finetune(*model, ft, nullptr, {.clip = o.clip});
@@ -212,6 +222,7 @@ int run_sparse_train(const std::vector<std::string>& argv) {
     };
     b.evaluate = [&](int64_t) { return evaluate(); };
     b.record = [&](const train::EpochSummary& r) {
+        at.last_acc = r.eval->accuracy;   // for the checkpoint that follows the record
         json j = {{"phase", "B"}, {"epoch", r.epoch}, {"loss", r.loss}, {"train_acc", r.train_acc},
                   {"test_acc", r.eval->accuracy}, {"seconds", r.seconds}, {"img_per_s", r.img_per_s}};
         if (r.skipped) j["skipped_steps"] = r.skipped;
@@ -223,15 +234,17 @@ int run_sparse_train(const std::vector<std::string>& argv) {
                    fixed(r.img_per_s, 0), " img/s") +
                (r.skipped ? fmt("  skipped ", r.skipped, " non-finite steps") : std::string());
     };
-    b.checkpoint = [&](const train::EpochSummary& r) {
-        at.b_done = r.epoch, at.last_acc = r.eval->accuracy, at.best_acc = r.best_acc, at.best_epoch = r.best_epoch;
-        save();
+    b.state = [&](const train::FitPosition& p) {
+        at.b_done = p.epoch, at.best_acc = p.best_acc, at.best_epoch = p.best_epoch;
+        return state();
     };
+    b.saved = saved;
     const auto rb = train::fit(*model, loader, finetune, log, {.command = kCmd, .label = "B ",
-        .epochs = o.finetune_epochs, .done = at.b_done, .loader_epoch_offset = o.epochs, .steps_per_epoch = spe,
-        .batch = o.batch, .skip_nonfinite = o.run.skip_nonfinite, .eval = {.every = 1}, .stop_at = stop > o.epochs ?
-        stop - o.epochs : 0, .best_acc = at.best_acc, .best_epoch = at.best_epoch, .out = out,
-        .position_offset = o.epochs, .checkpointed = true}, b);
+        .epochs = o.finetune_epochs, .start = {.epoch = at.b_done, .global_step = at.b_done * spe + b_partial.steps,
+        .best_acc = at.best_acc, .best_epoch = at.best_epoch, .partial = b_partial}, .loader_epoch_offset = o.epochs,
+        .steps_per_epoch = spe, .batch = o.batch, .skip_nonfinite = o.run.skip_nonfinite, .eval = {.every = 1},
+        .stop_at = stop > o.epochs ? stop - o.epochs : 0, .out = out, .save_every = o.run.save_every,
+        .checkpointed = true, .position_offset = o.epochs, .interrupts = &interrupts}, b);
     if (stopped(rb, o.epochs)) return 0;
     if (o.finetune_epochs == 0) at.last_acc = at.best_acc = evaluate().accuracy;
 

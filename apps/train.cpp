@@ -10,9 +10,11 @@
 // scheduler step. Schedules are stepped per iteration; --warmup-epochs, --milestones and --step-size are in epochs.
 //
 // Resume: every epoch ends with a checkpoint in OUT/last (train/checkpoint.h) holding the weights, the optimizer and
-// scheduler state, the epoch and step, the RNG states and this run's flags. `--resume OUT` restores all of it and
-// continues with the next epoch; the data loader's order and augmentation are a function of (seed, epoch), so the
-// continued run is bit-for-bit the run that was never interrupted (same --threads). Flags that would change the
+// scheduler state, the epoch and step, the RNG states and this run's flags; --save-every N adds one every N steps,
+// and Ctrl-C (SIGINT) or SIGTERM one after the step in flight (train/interrupt.h). `--resume OUT` restores all of it
+// and continues where the checkpoint stands, mid-epoch too (train/fit_position.h); the data loader's order and
+// augmentation are a function of (seed, epoch), so the continued run is bit-for-bit the run that was never
+// interrupted (same --threads). Flags that would change the
 // computation must match the checkpoint's (or be left out); --threads, --out, --log, --data, --eval-every,
 // --stop-after, --workers and --eval-batch may change, and --epochs may for schedules that do not depend on it.
 //
@@ -142,7 +144,8 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
     train::FitOptions fo{.command = cmd, .epochs = c.epochs, .steps_per_epoch = spe, .batch = c.batch,
                          .skip_nonfinite = c.run.skip_nonfinite,
                          .eval = {.every = c.run.eval_every, .last = true, .at_stop = true},
-                         .stop_at = c.run.stop_after < c.epochs ? c.run.stop_after : 0, .out = c.run.out};
+                         .stop_at = c.run.stop_after < c.epochs ? c.run.stop_after : 0, .out = c.run.out,
+                         .save_every = c.run.save_every, .save_best = true};
     if (start.resuming) {
         const Checkpoint& r = start.resumed;
         try {
@@ -151,15 +154,18 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
             throw Error(fmt(cmd, ": ", r.folder, "/", train::kModelFile, " does not fit --model ", c.model, ": ",
                             e.what()));
         }
-        const train::ResumePoint p =
-            train::restore_train_state(r.train_state, r.folder + "/" + train::kTrainStateFile, *opt, sched.get(), gen);
-        fo.done = p.epoch, fo.global_step = p.step, fo.best_epoch = p.best_epoch, fo.best_acc = p.best_test_acc;
-        std::printf("resume %s: after epoch %lld, step %lld, lr %g\n", r.folder.c_str(),
-                    static_cast<long long>(fo.done), static_cast<long long>(fo.global_step), opt->lr());
-        if (fo.done >= c.epochs) {
+        const std::string where = r.folder + "/" + train::kTrainStateFile;
+        const train::ResumePoint p = train::restore_train_state(r.train_state, where, *opt, sched.get(), gen);
+        fo.start = {.epoch = p.epoch, .global_step = p.step, .best_acc = p.best_test_acc, .best_epoch = p.best_epoch,
+                    .partial = train::read_epoch_progress(r.train_state, where, spe)};
+        const int64_t into = fo.start.partial.steps;
+        std::printf("resume %s: %s, step %lld, lr %g\n", r.folder.c_str(),
+                    (into ? fmt(into, " of ", spe, " steps into epoch ", p.epoch + 1) : fmt("after epoch ", p.epoch)).c_str(),
+                    static_cast<long long>(p.step), opt->lr());
+        if (p.epoch >= c.epochs) {
             std::printf("nothing to do: the run already has %lld of %lld epochs; hint: raise --epochs (step, multistep "
                         "or none schedules)\n",
-                        static_cast<long long>(fo.done), static_cast<long long>(c.epochs));
+                        static_cast<long long>(p.epoch), static_cast<long long>(c.epochs));
             return 0;
         }
         train::check_resumed_optimizer(r.train_state, r.train_metadata, *opt,
@@ -183,37 +189,35 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
                                                              (out / "best").string(), (out / "best.old").string(),
                                                              c.log, curves_path});
     }
-    const int64_t done = fo.done;
+    const int64_t done = fo.start.epoch;
     train::RunLog log(cmd, c.log,
                       done > 0 ? std::function<bool(const nlohmann::json&)>([done](const nlohmann::json& j) {
                           return j.contains("epoch") && j["epoch"].is_number() && j["epoch"] <= done;
                       })
                                : nullptr,
                       curves_path);
-    int64_t step_count = fo.global_step;
-    double best_acc = fo.best_acc;
-    int64_t best_epoch = fo.best_epoch;
-    auto save = [&](const std::string& name, int64_t epoch) {
+    // The checkpoint at a position of the loop (fit() adds its fit.* entries and writes it).
+    auto state = [&](const train::FitPosition& p) {
         Checkpoint ck;
         ck.model = model->state_dict();
         ck.model_metadata = meta;
-        ck.model_metadata["epoch"] = fmt(epoch);
+        ck.model_metadata["epoch"] = fmt(p.epoch);
         const auto opt_state = opt->state_dict();
         for (const auto& [k, v] : opt_state) ck.train_state["optimizer." + k] = v;
         if (sched)
             for (const auto& [k, v] : sched->state_dict()) ck.train_state["scheduler." + k] = v;
-        ck.train_state["epoch"] = train::i64_scalar(epoch);
-        ck.train_state["step"] = train::i64_scalar(step_count);
+        ck.train_state["epoch"] = train::i64_scalar(p.epoch);
+        ck.train_state["step"] = train::i64_scalar(p.global_step);
         ck.train_state["rng.default"] = train::pack_generator_state(default_generator().state());
         ck.train_state["rng.init"] = train::pack_generator_state(gen.state());
         ck.train_state["loader.seed"] = train::i64_scalar(c.run.seed);
-        ck.train_state["loader.epoch"] = train::i64_scalar(epoch);   // the next epoch's index (0-based)
-        ck.train_state["best_test_acc"] = optim::pack_f64(best_acc);
-        ck.train_state["best_epoch"] = train::i64_scalar(best_epoch);
-        ck.train_metadata = {{"config", config.dump()}, {"epoch", fmt(epoch)}, {"step", fmt(step_count)},
+        ck.train_state["loader.epoch"] = train::i64_scalar(p.epoch);   // the next (or running) epoch's index, 0-based
+        ck.train_state["best_test_acc"] = optim::pack_f64(p.best_acc);
+        ck.train_state["best_epoch"] = train::i64_scalar(p.best_epoch);
+        ck.train_metadata = {{"config", config.dump()}, {"epoch", fmt(p.epoch)}, {"step", fmt(p.global_step)},
                              {"optimizer", opt->type_name()}, {"scheduler", sched ? sched->type_name() : "none"},
                              {"optimizer_entries", fmt(opt_state.size())}};
-        train::save_checkpoint(c.run.out, name, ck);
+        return ck;
     };
 
     // ---- the loop ----
@@ -226,12 +230,10 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
     hooks.evaluate = [&](int64_t) { return train::evaluate(*model, eval_set, eval_tf, c.run.eval_batch); };
     hooks.line = train::epoch_line;
     hooks.record = train::epoch_json;
-    hooks.checkpoint = [&](const train::EpochSummary& r) {
-        step_count = r.step, best_acc = r.best_acc, best_epoch = r.best_epoch;
-        if (r.best) save("best", r.epoch);
-        save("last", r.epoch);
-        overwritten.finish();
-    };
+    hooks.state = state;
+    hooks.saved = [&](const train::FitPosition&) { overwritten.finish(); };   // the new run has a checkpoint now
+    const train::Interrupts interrupts;   // from here on, Ctrl-C checkpoints after the step in flight
+    fo.interrupts = &interrupts;
     const train::FitResult result = train::fit(*model, loader, step, log, fo, hooks);
     if (result.stopped) {
         std::printf("stopped after epoch %lld (--stop-after); continue with: %s --resume %s\n",

@@ -46,6 +46,14 @@ bool openmp_enabled() {
 
 const char* build_type() { return RAZOR_BUILD_TYPE; }
 
+bool sanitized_build() {
+#ifdef __SANITIZE_ADDRESS__   // gcc defines it under -fsanitize=address
+    return true;
+#else
+    return false;
+#endif
+}
+
 std::string runtime_banner() {
     std::string banner = fmt("razor | ", build_type(), " build | ");
     banner += openmp_enabled() ? fmt("OpenMP on, ", num_threads(), num_threads() == 1 ? " thread" : " threads")

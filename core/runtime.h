@@ -13,6 +13,9 @@ void set_num_threads(int n);   // n <= 0: all hardware threads
 int num_threads();
 bool openmp_enabled();
 const char* build_type();      // "Release", "Debug", ...
+// Whether razor's library was compiled with AddressSanitizer (the sanitizer stage of scripts/test.sh): kernels then
+// run at another optimisation level, which a few numeric tests allow for.
+bool sanitized_build();
 
 // "razor | Release build | OpenMP on, 2 threads | -march=native | Eigen 3.4.0 | ISA avx2 | GEMM razor AVX2 |
 //  save policy dense" (the ISA part adds "(RAZOR_ISA; the CPU has avx512)" when lowered)

@@ -65,9 +65,14 @@ int64_t DataLoader::size() const {
     return options_.drop_last ? n / b : (n + b - 1) / b;
 }
 
-void DataLoader::set_epoch(int64_t epoch) {
+void DataLoader::set_epoch(int64_t epoch, int64_t start_batch) {
     if (epoch < 0) throw Error(fmt("DataLoader::set_epoch: expected an epoch >= 0, got ", epoch));
+    if (start_batch < 0 || start_batch > size())
+        throw Error(fmt("DataLoader(", dataset_.name, ")::set_epoch: expected a start batch in [0, ", size(),
+                        "], got ", start_batch, "; hint: a run resumed mid-epoch needs the batch size and data it was "
+                        "checkpointed with"));
     next_epoch_ = epoch;
+    next_start_batch_ = start_batch;
 }
 
 LoaderStats DataLoader::stats() const {
@@ -163,6 +168,8 @@ void DataLoader::start_epoch() {
         for (int64_t i = 0; i < n; ++i) run->order[i] = i;
     }
     run->num_batches = size();
+    run->next_build = run->next_take = next_start_batch_;
+    next_start_batch_ = 0;
     run->ahead = std::max(options_.prefetch, options_.workers);
     run_ = std::move(run);
     for (int64_t w = 0; w < options_.workers; ++w) run_->threads.emplace_back([this, r = run_.get()] { produce(*r); });

@@ -10,7 +10,9 @@
 // Reproducibility: epoch e's order is a shuffle drawn from a generator seeded by (seed, e), and the image at
 // position k of that epoch is transformed with its own generator seeded by (seed, e, k). Nothing depends on which
 // thread builds a batch or when, so the same seed gives bit-identical batches for any `workers` and any OpenMP
-// thread count. set_epoch(e) makes the next epoch e (to resume a run).
+// thread count. set_epoch(e) makes the next epoch e (to resume a run); set_epoch(e, b) also starts it at batch b
+// (a run resumed mid-epoch: batches 0..b-1 are neither read nor transformed, and b.. are the ones an uninterrupted
+// epoch would have given).
 //
 // Threading: with workers >= 1, that many background producer threads build whole batches (read or decode, transform,
 // copy into the batch tensor) ahead of the consumer, at most max(prefetch, workers) batches ahead, and the consumer
@@ -62,7 +64,8 @@ public:
     // The next batch of the running epoch, starting an epoch when none runs; std::nullopt once the epoch is over
     // (the call after that starts the next epoch).
     std::optional<Batch> next();
-    void set_epoch(int64_t epoch);     // the next epoch started gets this index
+    // The next epoch started gets this index and begins at batch start_batch (in [0, size()]); later epochs at 0.
+    void set_epoch(int64_t epoch, int64_t start_batch = 0);
     int64_t epoch() const { return epoch_; }   // index of the running or last epoch; -1 before the first
 
     const ImageDataset& dataset() const { return dataset_; }
@@ -98,7 +101,7 @@ private:
     ImageDataset dataset_;
     TransformPtr transform_;
     DataLoaderOptions options_;
-    int64_t epoch_ = -1, next_epoch_ = 0;
+    int64_t epoch_ = -1, next_epoch_ = 0, next_start_batch_ = 0;
     std::unique_ptr<Epoch> run_;
     mutable std::mutex stats_mutex_;
     LoaderStats stats_;

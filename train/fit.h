@@ -8,18 +8,27 @@
 // Keras' Model.fit callbacks; the step order is PyTorch's (zero_grad, forward, loss, backward, [clip], step, lr
 // schedule). docs: docs/cli.md.
 //
-// For each epoch e = done + 1 .. epochs:
+// For each epoch e = start.epoch + 1 .. epochs:
 //   1. hooks.begin_epoch(e); loader.set_epoch(loader_epoch_offset + e - 1): the order and augmentation of an epoch
-//      depend on (seed, epoch) only, which is what makes a resumed run bit-exact.
+//      depend on (seed, epoch) only, which is what makes a resumed run bit-exact. The first epoch of a run resumed
+//      mid-epoch starts at batch start.partial.steps with the running sums the checkpoint kept (train/fit_position.h).
 //   2. each step (at most steps_per_epoch): the tape measurement starts, NonFiniteGuard::begin_step, step.run(batch);
 //      finite: step.update(), step.advance(), the running loss, accuracy and metrics, the progress line;
 //      not finite: stop with a message naming the first non-finite op (NonFiniteGuard), or with skip_nonfinite and
 //      a step that can be skipped, undo its side effects, step.advance() and go on.
+//      Every save_every global steps inside the epoch: a checkpoint OUT/last at that step.
 //   3. evaluation when the schedule says (hooks.evaluate), the best test accuracy so far.
-//   4. the record: hooks.line to stdout, hooks.record to the RunLog (JSONL and curves), then hooks.checkpoint. The
-//      checkpoint comes after everything else of the epoch: a run killed before it resumes from the previous epoch
-//      and redoes this one identically (the RunLog trim drops its line), where another order would lose the line.
+//   4. the record: hooks.line to stdout, hooks.record to the RunLog (JSONL and curves), then the checkpoint (OUT/best
+//      when save_best and this epoch is the best so far, then OUT/last). The checkpoint comes after everything else of
+//      the epoch: a run killed before it resumes from the previous checkpoint and redoes the rest identically (the
+//      RunLog trim drops the line), where another order would lose the line.
 //   5. stop after epoch stop_at (0 = never), with its checkpoint.
+// A checkpoint is hooks.state(position) -- the command's weights, optimizer, schedule and RNG states -- plus the
+// loop's own fit.* entries (fit_position.h), written atomically by save_checkpoint (train/checkpoint.h).
+//
+// Interrupts (train/interrupt.h): a SIGINT or SIGTERM lets the step in flight finish; then, before the next step
+// (or after the epoch's record when it arrived during evaluation), OUT/last is written at that position unless it
+// already holds it, and fit() throws Interrupted, whose message says how to continue (COMMAND --resume OUT).
 #pragma once
 
 #include <functional>
@@ -35,7 +44,10 @@
 #include "data/batch.h"
 #include "data/loader.h"
 #include "nn/module.h"
+#include "train/checkpoint.h"
 #include "train/evaluate.h"
+#include "train/fit_position.h"
+#include "train/interrupt.h"
 #include "train/run_log.h"
 
 namespace razor::train {
@@ -93,21 +105,23 @@ struct FitOptions {
     std::string command{};         // "razor train": prefixes every message
     std::string label = "epoch ";  // the progress label: LABEL e/E
     int64_t epochs = 1;            // the last epoch
-    int64_t done = 0;              // epochs already done (a resumed run)
+    FitPosition start{};           // where the run stands (a resumed run: what its checkpoint says)
     int64_t loader_epoch_offset = 0;   // the loader epoch of epoch e is offset + e - 1
     int64_t steps_per_epoch = 0;   // 0: the whole loader
     int64_t batch = 1;             // images per step (the progress line's img/s)
-    int64_t global_step = 0;       // steps taken before (a resumed run)
     bool skip_nonfinite = false;   // --skip-nonfinite
     EvalSchedule eval{};
     int64_t stop_at = 0;           // stop after this epoch (0 = never; the command leaves out the run's last)
-    double best_acc = -1;          // a resumed run's best test accuracy so far
-    int64_t best_epoch = 0;
-    // For the stop message: OUT/last holds the run up to position offset + e - 1 (offset: the epochs of earlier
-    // phases); "" = the command writes no checkpoint. checkpointed: a checkpoint exists before the first epoch.
+    // Checkpoints go to OUT/last (and OUT/best with save_best) when `out` is set and hooks.state is given; "" = the
+    // command writes its outputs itself, at the end. save_every: also every N global steps inside an epoch (0 = at
+    // epoch ends only). checkpointed: a checkpoint of `start` exists already (a resumed run, a later phase).
     std::string out{};
-    int64_t position_offset = 0;
+    int64_t save_every = 0;
+    bool save_best = false;
     bool checkpointed = false;
+    // For messages: OUT/last's epoch is position_offset + the epochs of this fit (the epochs of earlier phases).
+    int64_t position_offset = 0;
+    const Interrupts* interrupts = nullptr;   // acted on between steps; null: signals keep their default action
 };
 
 struct FitHooks {
@@ -117,7 +131,11 @@ struct FitHooks {
     std::function<std::string(const StepResult&, const TapeTotals& step_tape)> progress;
     std::function<std::string(const EpochSummary&)> line;       // the stdout line (required)
     std::function<nlohmann::json(const EpochSummary&)> record;  // the JSONL entry (required)
-    std::function<void(const EpochSummary&)> checkpoint;        // optional: after the record
+    // The command's checkpoint at `position` (weights, metadata, optimizer, schedule, RNG states; the command's own
+    // epoch/step entries from `position`); fit() adds the fit.* entries and writes it. Required when FitOptions::out
+    // is set.
+    std::function<Checkpoint(const FitPosition& position)> state;
+    std::function<void(const FitPosition& position)> saved;   // optional: after each checkpoint written
 };
 
 struct FitResult {

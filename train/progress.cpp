@@ -7,8 +7,8 @@
 
 namespace razor::train {
 
-Progress::Progress(std::string label, int64_t total_steps, int64_t images_per_step)
-    : label_(std::move(label)), total_(total_steps), per_step_(images_per_step),
+Progress::Progress(std::string label, int64_t total_steps, int64_t images_per_step, int64_t first_step)
+    : label_(std::move(label)), total_(total_steps), per_step_(images_per_step), first_(first_step), step_(first_step),
       start_(std::chrono::steady_clock::now()), last_draw_(start_), tty_(::isatty(STDERR_FILENO) != 0) {}
 
 double Progress::seconds() const {
@@ -17,7 +17,7 @@ double Progress::seconds() const {
 
 double Progress::images_per_second() const {
     const double s = seconds();
-    return s > 0 ? static_cast<double>(step_ * per_step_) / s : 0.0;
+    return s > 0 ? static_cast<double>((step_ - first_) * per_step_) / s : 0.0;
 }
 
 void Progress::update(int64_t step, double loss, double accuracy, const std::string& extra) {
@@ -32,7 +32,7 @@ void Progress::update(int64_t step, double loss, double accuracy, const std::str
     last_draw_ = now;
     last_decile_ = decile;
     const double frac = total_ ? static_cast<double>(step) / total_ : 1.0;
-    const double eta = frac > 0 ? seconds() * (1 - frac) / frac : 0.0;
+    const double eta = step > first_ ? seconds() * static_cast<double>(total_ - step) / static_cast<double>(step - first_) : 0.0;
     constexpr int kWidth = 24;
     char bar[kWidth + 1];
     const int filled = static_cast<int>(frac * kWidth);

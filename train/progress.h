@@ -11,7 +11,9 @@ namespace razor::train {
 
 class Progress {
 public:
-    Progress(std::string label, int64_t total_steps, int64_t images_per_step);
+    // first_step: the steps of the epoch done before this line starts (a run resumed mid-epoch); img/s and the ETA
+    // count only the steps after it.
+    Progress(std::string label, int64_t total_steps, int64_t images_per_step, int64_t first_step = 0);
     // `extra` is appended verbatim (e.g. "tape 12.1 MiB (dense 48.4 MiB, 4.0x)").
     void update(int64_t step, double loss, double accuracy, const std::string& extra = "");
     void finish();
@@ -20,7 +22,7 @@ public:
 
 private:
     std::string label_;
-    int64_t total_, per_step_, step_ = 0;
+    int64_t total_, per_step_, first_, step_;
     std::chrono::steady_clock::time_point start_, last_draw_;
     bool tty_;
     int last_decile_ = -1;

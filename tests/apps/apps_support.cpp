@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -86,7 +87,7 @@ void write_fake_fashion_mnist(const std::string& dir, int train, int test) {
 CliRun run_cli_status(const std::string& args, const std::string& env) {
     CliRun r;
 #ifdef RAZOR_CLI
-    const std::string cmd = env + (env.empty() ? "" : " ") + RAZOR_CLI + " " + args + " 2>&1";
+    const std::string cmd = env + (env.empty() ? "" : " ") + razor_cli() + " " + args + " 2>&1";
     FILE* p = ::popen(cmd.c_str(), "r");
     RAZOR_CHECK(p != nullptr) << "cannot run " << cmd;
     char buf[4096];
@@ -175,13 +176,19 @@ int spawn_razor(const std::vector<std::string>& args, const std::string& log_pat
     if (pid == 0) {
         const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (fd >= 0) ::dup2(fd, 1), ::dup2(fd, 2);
-        std::vector<char*> argv{const_cast<char*>(RAZOR_CLI)};
+        const std::string cli = razor_cli();
+        std::vector<char*> argv{const_cast<char*>(cli.c_str())};
         for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
         argv.push_back(nullptr);
-        ::execv(RAZOR_CLI, argv.data());
+        ::execv(cli.c_str(), argv.data());
         ::_exit(127);
     }
     return pid;
+}
+
+std::string razor_cli() {
+    const char* env = std::getenv("RAZOR_CLI");
+    return env && *env ? env : RAZOR_CLI;
 }
 #endif
 

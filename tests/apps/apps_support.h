@@ -51,6 +51,10 @@ std::string run_ok(int (*command)(const std::vector<std::string>&), const std::v
 #ifdef RAZOR_CLI
 // Starts the razor binary with `args`, its stdout and stderr appended to `log_path`; returns the child's pid.
 int spawn_razor(const std::vector<std::string>& args, const std::string& log_path);
+
+// The razor binary the CLI tests run: $RAZOR_CLI when set (the sanitizer stage links these tests against its
+// instrumented build and points here at its own binary), else the one built next to the tests.
+std::string razor_cli();
 #endif
 
 // --- implementation of the template ---
