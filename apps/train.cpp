@@ -120,7 +120,8 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
 
     train::FitOptions fo{.command = cmd, .epochs = c.epochs, .steps_per_epoch = spe, .batch = c.batch,
                          .skip_nonfinite = c.run.skip_nonfinite,
-                         .eval = {.every = c.run.eval_every, .last = true, .at_stop = true},
+                         .eval = {.every = c.run.eval_every, .last = c.run.eval_every > 0,
+                                  .at_stop = c.run.eval_every > 0},
                          .stop_at = c.run.stop_after < c.epochs ? c.run.stop_after : 0, .out = c.run.out};
     if (start.resuming) {
         const Checkpoint& r = start.resumed;
@@ -133,8 +134,11 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
         const train::ResumePoint p =
             train::restore_train_state(r.train_state, r.folder + "/" + train::kTrainStateFile, *opt, sched.get(), gen);
         fo.done = p.epoch, fo.global_step = p.step, fo.best_epoch = p.best_epoch, fo.best_acc = p.best_test_acc;
-        std::printf("resume %s: after epoch %lld, step %lld, lr %g\n", r.folder.c_str(),
-                    static_cast<long long>(fo.done), static_cast<long long>(fo.global_step), opt->lr());
+        // lr: the one the last step taken used, as the epoch line and the log report it (the optimizer already holds
+        // the next step's, one scheduler step on)
+        const double last_lr = sched && fo.global_step > 0 ? sched->lr_at(fo.global_step - 1, 0) : opt->lr();
+        std::printf("resume %s: after epoch %lld, step %lld, lr %g (the last step's)\n", r.folder.c_str(),
+                    static_cast<long long>(fo.done), static_cast<long long>(fo.global_step), last_lr);
         if (fo.done >= c.epochs) {
             std::printf("nothing to do: the run already has %lld of %lld epochs; hint: raise --epochs (step, multistep "
                         "or none schedules)\n",
@@ -188,7 +192,10 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
     hooks.begin_epoch = [&](int64_t) {
         if (c.freeze_bn) freeze_batchnorm(*model);   // evaluate() switched the whole model back to train()
     };
-    hooks.evaluate = [&](int64_t) { return train::evaluate(*model, eval_set, eval_tf, c.run.eval_batch); };
+    hooks.evaluate = [&](int64_t) {
+        return train::evaluate(*model, eval_set, eval_tf, c.run.eval_batch,
+                               {.max_batches = c.run.eval_steps, .progress = "test"});
+    };
     hooks.line = train::epoch_line;
     hooks.record = train::epoch_json;
     hooks.checkpoint = [&](const train::EpochSummary& r) {
@@ -209,8 +216,9 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
                 num_threads(), format_bytes(result.tape.stored_bytes).c_str(),
                 format_bytes(result.tape.dense_bytes).c_str(), format_bytes(memory_stats().peak_bytes).c_str(),
                 format_bytes(peak_rss_bytes()).c_str());
-    std::printf("wrote   %s/last/, %s/best/ (%s, %s), %s, %s\n", c.run.out.c_str(), c.run.out.c_str(),
-                train::kModelFile, train::kTrainStateFile, c.log.c_str(), log.plot_path().c_str());
+    std::printf("wrote   %s/last/, %s (%s, %s), %s, %s\n", c.run.out.c_str(),
+                result.best_epoch > 0 ? (c.run.out + "/best/").c_str() : "no best/ (not evaluated)", train::kModelFile,
+                train::kTrainStateFile, c.log.c_str(), log.plot_path().c_str());
     return 0;
 }
 

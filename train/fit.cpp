@@ -51,6 +51,7 @@ FitResult fit(nn::Module& model, data::DataLoader& loader, Step& step, RunLog& l
     const int64_t spe = o.steps_per_epoch > 0 ? std::min(o.steps_per_epoch, loader.size()) : loader.size();
     NonFiniteGuard nonfinite(model, {.skip = o.skip_nonfinite});
     TapeMeter tape_meter;
+    StepCurve curve;
     for (int64_t epoch = o.done + 1; epoch <= o.epochs; ++epoch) {
         if (hooks.begin_epoch) hooks.begin_epoch(epoch);
         loader.set_epoch(o.loader_epoch_offset + epoch - 1);
@@ -86,8 +87,11 @@ FitResult fit(nn::Module& model, data::DataLoader& loader, Step& step, RunLog& l
             r.tape = larger(r.tape, t);
             const int64_t B = b.labels.size(0);
             loss_sum += s.loss * static_cast<double>(B);
-            if (s.logits.defined()) correct += count_correct(s.logits, b.labels);
+            const int64_t right = s.logits.defined() ? count_correct(s.logits, b.labels) : 0;
+            correct += right;
             seen += B;
+            curve.add(result.global_step, r.steps, spe, s.loss,
+                      s.logits.defined() ? static_cast<double>(right) / B : std::nan(""), r.lr);
             for (const auto& [name, v] : s.metrics) metric_sums[name] += v;
             progress.update(r.steps, loss_sum / seen, static_cast<double>(correct) / seen,
                             hooks.progress ? hooks.progress(s, t) : tape_text(t));
@@ -96,6 +100,7 @@ FitResult fit(nn::Module& model, data::DataLoader& loader, Step& step, RunLog& l
         r.step = result.global_step;
         r.seconds = progress.seconds();
         r.img_per_s = seen / std::max(r.seconds, 1e-9);
+        r.curve = curve.take();
         r.loss = seen ? loss_sum / seen : 0;
         r.train_acc = seen ? static_cast<double>(correct) / seen : 0;
         for (const auto& [name, sum] : metric_sums) r.metrics[name] = finite ? sum / finite : 0;
@@ -111,7 +116,9 @@ FitResult fit(nn::Module& model, data::DataLoader& loader, Step& step, RunLog& l
         r.peak_tensor_bytes = memory_stats().peak_bytes;
         std::printf("%s\n", hooks.line(r).c_str());
         std::fflush(stdout);
-        log.write(hooks.record(r));
+        nlohmann::json entry = hooks.record(r);
+        if (!r.curve.empty()) entry["curve"] = curve_json(r.curve);
+        log.write(entry);
         if (hooks.checkpoint) hooks.checkpoint(r);
         result.last = r;
         if (o.stop_at > 0 && epoch == o.stop_at) {

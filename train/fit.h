@@ -16,7 +16,8 @@
 //      not finite: stop with a message naming the first non-finite op (NonFiniteGuard), or with skip_nonfinite and
 //      a step that can be skipped, undo its side effects, step.advance() and go on.
 //   3. evaluation when the schedule says (hooks.evaluate), the best test accuracy so far.
-//   4. the record: hooks.line to stdout, hooks.record to the RunLog (JSONL and curves), then hooks.checkpoint. The
+//   4. the record: hooks.line to stdout, hooks.record plus "curve" (the smoothed per-step samples,
+//      train/step_curve.h) to the RunLog (JSONL and SVG curves), then hooks.checkpoint. The
 //      checkpoint comes after everything else of the epoch: a run killed before it resumes from the previous epoch
 //      and redoes this one identically (the RunLog trim drops its line), where another order would lose the line.
 //   5. stop after epoch stop_at (0 = never), with its checkpoint.
@@ -37,6 +38,7 @@
 #include "nn/module.h"
 #include "train/evaluate.h"
 #include "train/run_log.h"
+#include "train/step_curve.h"
 
 namespace razor::train {
 
@@ -71,7 +73,9 @@ struct EpochSummary {
     int64_t step = 0;       // steps taken after this epoch (all epochs, skipped ones included)
     int64_t steps = 0;      // steps of this epoch (skipped ones included)
     int64_t skipped = 0;    // non-finite steps skipped (skip_nonfinite)
-    double loss = 0, train_acc = 0, lr = 0, seconds = 0, img_per_s = 0;   // lr: the last step's
+    // lr: the one the epoch's last step used. seconds: the training steps' wall time, evaluation excluded (that is
+    // eval->seconds); img_per_s: training images / seconds (the same quantity in every command)
+    double loss = 0, train_acc = 0, lr = 0, seconds = 0, img_per_s = 0;
     TapeTotals tape;                          // the largest per-step tape of the epoch
     std::optional<EvalResult> eval;           // when the epoch was evaluated
     bool best = false;                        // eval is the best test accuracy so far
@@ -79,6 +83,7 @@ struct EpochSummary {
     int64_t best_epoch = 0;
     std::map<std::string, double> metrics;    // StepResult::metrics averaged over the finite steps
     int64_t rss_bytes = 0, peak_rss_bytes = 0, peak_tensor_bytes = 0;
+    std::vector<CurvePoint> curve;            // the smoothed per-step samples (the entry's "curve")
 
     double metric(const std::string& name) const;   // 0 when no step reported it
 };
