@@ -90,8 +90,7 @@ FitResult fit(nn::Module& model, data::DataLoader& loader, Step& step, RunLog& l
             const int64_t right = s.logits.defined() ? count_correct(s.logits, b.labels) : 0;
             correct += right;
             seen += B;
-            curve.add(result.global_step, r.steps, spe, s.loss,
-                      s.logits.defined() ? static_cast<double>(right) / B : std::nan(""), r.lr);
+            curve.add(r.steps, spe, s.loss, s.logits.defined() ? static_cast<double>(right) / B : std::nan(""), r.lr);
             for (const auto& [name, v] : s.metrics) metric_sums[name] += v;
             progress.update(r.steps, loss_sum / seen, static_cast<double>(correct) / seen,
                             hooks.progress ? hooks.progress(s, t) : tape_text(t));

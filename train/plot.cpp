@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "core/safetensors.h"
 
@@ -70,10 +71,12 @@ Ticks clamp_ticks(Ticks t, double lo, double hi) {
 Ticks nice_ticks(double lo, double hi, int target) {
     if (!std::isfinite(lo) || !std::isfinite(hi)) lo = 0, hi = 1;
     if (hi < lo) std::swap(lo, hi);
-    if (hi == lo) {
-        const double d = lo != 0 ? std::abs(lo) * 0.1 : 1;
+    const double scale = std::max(std::abs(lo), std::abs(hi));
+    if (hi - lo <= 1e-9 * scale || hi == lo) {   // one value (to rounding): a range around it
+        const double d = scale != 0 ? scale * 0.1 : 1;
         lo -= d, hi += d;
     }
+    if (!std::isfinite(hi - lo)) lo = -std::numeric_limits<double>::max() / 4, hi = -lo;
     const double raw = (hi - lo) / std::max(target, 1);
     const double mag = std::pow(10.0, std::floor(std::log10(raw)));
     const double f = raw / mag;
@@ -82,7 +85,11 @@ Ticks nice_ticks(double lo, double hi, int target) {
     t.step = step;
     const double a = std::floor(lo / step + 1e-9), b = std::ceil(hi / step - 1e-9);
     t.lo = a * step, t.hi = b * step;
-    for (double k = a; k <= b + 0.5; ++k) t.values.push_back(std::abs(k) < 0.5 ? 0.0 : k * step);
+    const int64_t n = std::isfinite(b - a) ? std::llround(b - a) : 0;   // about `target`, whatever the values
+    for (int64_t i = 0; i <= std::min<int64_t>(n, 4 * target + 4); ++i) {
+        const double k = a + static_cast<double>(i);
+        t.values.push_back(std::abs(k) < 0.5 ? 0.0 : k * step);
+    }
     return t;
 }
 

@@ -6,7 +6,7 @@
 
 namespace razor::train {
 
-void StepCurve::add(int64_t global_step, int64_t k, int64_t steps, double loss, double accuracy, double lr) {
+void StepCurve::add(int64_t k, int64_t steps, double loss, double accuracy, double lr) {
     // m_t = beta m_{t-1} + (1 - beta) x_t;  smoothed = m_t / (1 - beta^t)
     decay_ *= kCurveBeta;
     loss_avg_ = kCurveBeta * loss_avg_ + (1 - kCurveBeta) * loss;
@@ -14,7 +14,7 @@ void StepCurve::add(int64_t global_step, int64_t k, int64_t steps, double loss, 
     const int64_t every = steps > 0 ? (steps + kCurvePoints - 1) / kCurvePoints : 1;
     if (k % every != 0 && k != steps) return;
     const double correction = 1 - decay_;
-    points_.push_back({global_step, steps > 0 ? static_cast<double>(k) / steps : 1.0, loss_avg_ / correction,
+    points_.push_back({steps > 0 ? static_cast<double>(k) / steps : 1.0, loss_avg_ / correction,
                        std::isfinite(accuracy) ? acc_avg_ / correction : std::numeric_limits<double>::quiet_NaN(),
                        lr});
 }
@@ -27,27 +27,26 @@ std::vector<CurvePoint> StepCurve::take() {
 }
 
 nlohmann::json curve_json(const std::vector<CurvePoint>& points) {
-    nlohmann::json step = nlohmann::json::array(), at = step, loss = step, acc = step, lr = step;
+    nlohmann::json at = nlohmann::json::array(), loss = at, acc = at, lr = at;
     for (const CurvePoint& p : points) {
-        step.push_back(p.step), at.push_back(p.at), loss.push_back(p.loss), lr.push_back(p.lr);
+        at.push_back(p.at), loss.push_back(p.loss), lr.push_back(p.lr);
         acc.push_back(std::isfinite(p.accuracy) ? nlohmann::json(p.accuracy) : nlohmann::json(nullptr));
     }
-    return {{"step", step}, {"at", at}, {"loss", loss}, {"acc", acc}, {"lr", lr}};
+    return {{"at", at}, {"loss", loss}, {"acc", acc}, {"lr", lr}};
 }
 
 std::vector<CurvePoint> curve_from_json(const nlohmann::json& entry) {
     std::vector<CurvePoint> out;
     if (!entry.is_object() || !entry.contains("curve")) return out;
     const nlohmann::json& c = entry["curve"];
-    const char* keys[] = {"step", "at", "loss", "acc", "lr"};
+    const char* keys[] = {"at", "loss", "acc", "lr"};
     for (const char* key : keys)
-        if (!c.is_object() || !c.contains(key) || !c[key].is_array() || c[key].size() != c["step"].size()) return out;
+        if (!c.is_object() || !c.contains(key) || !c[key].is_array() || c[key].size() != c["at"].size()) return out;
     const auto number = [](const nlohmann::json& v) {
         return v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN();
     };
-    for (size_t i = 0; i < c["step"].size(); ++i)
-        out.push_back({c["step"][i].is_number() ? c["step"][i].get<int64_t>() : 0, number(c["at"][i]),
-                       number(c["loss"][i]), number(c["acc"][i]), number(c["lr"][i])});
+    for (size_t i = 0; i < c["at"].size(); ++i)
+        out.push_back({number(c["at"][i]), number(c["loss"][i]), number(c["acc"][i]), number(c["lr"][i])});
     return out;
 }
 

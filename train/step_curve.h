@@ -15,7 +15,6 @@ constexpr int64_t kCurvePoints = 100;   // samples per epoch, at most
 constexpr double kCurveBeta = 0.9;      // EMA decay: about the last 10 steps
 
 struct CurvePoint {
-    int64_t step = 0;     // global step (1-based: after this many steps)
     double at = 0;        // fraction of the epoch done after it, in (0, 1]
     double loss = 0;      // smoothed training loss
     double accuracy = 0;  // smoothed training accuracy in [0, 1] (NaN: the step reports no logits)
@@ -26,7 +25,7 @@ class StepCurve {
 public:
     // Adds a finite step: `k` of `steps` steps of the epoch, its batch's mean loss and accuracy, and its lr. Keeps a
     // sample every ceil(steps / kCurvePoints) steps and at the epoch's last step.
-    void add(int64_t global_step, int64_t k, int64_t steps, double loss, double accuracy, double lr);
+    void add(int64_t k, int64_t steps, double loss, double accuracy, double lr);
     // The samples since the last take() (one epoch's), and the averages start afresh: an epoch's curve depends on
     // its own steps only, so a run resumed at an epoch boundary logs the same curve as one never interrupted.
     std::vector<CurvePoint> take();
@@ -36,7 +35,8 @@ private:
     std::vector<CurvePoint> points_;
 };
 
-// {"step": [...], "at": [...], "loss": [...], "acc": [...] (null where NaN), "lr": [...]}
+// {"at": [...], "loss": [...], "acc": [...] (null where NaN), "lr": [...]}: positions within the entry's epoch, so
+// the same in a resumed run (whose phases may count global steps from its resume point)
 nlohmann::json curve_json(const std::vector<CurvePoint>& points);
 // The inverse; an entry without a (well-formed) "curve" gives none.
 std::vector<CurvePoint> curve_from_json(const nlohmann::json& entry);
