@@ -6,6 +6,7 @@
 //
 // The loop is razor train's (train/fit.h with the dense step: zero_grad, forward, loss, backward, step), without
 // checkpoints: a cosine lr from --lr to 0 stepped every iteration, every epoch evaluated.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -31,7 +32,7 @@ namespace {
 
 struct DemoOptions {
     std::string model, data, out;
-    int64_t epochs = 3, batch = 128, hidden = 256, threads = 0, seed = 0;
+    int64_t epochs = 3, batch = 128, hidden = 256, threads = 0, seed = 0, steps_per_epoch = 0, eval_steps = 0;
     double lr = 0.01;
 };
 
@@ -44,6 +45,10 @@ const FlagTable<DemoOptions>& demo_flags() {
             .text("model", "cnn", "cnn (2 conv-BN-ReLU-pool stages + linear) or mlp (784-hidden-10)", &O::model)
             .integer("epochs", "3", "passes over the 60k training images", &O::epochs)
             .integer("batch", "128", "images per step", &O::batch)
+            .integer("steps-per-epoch", "0", "stop each epoch after N steps (0 = the whole training set; for quick "
+                     "runs)", &O::steps_per_epoch)
+            .integer("eval-steps", "0", "evaluate on at most N batches of 1000 test images (0 = all 10k)",
+                     &O::eval_steps)
             .real("lr", "0.01", "SGD learning rate (Nesterov momentum 0.9, cosine decay to 0)", &O::lr)
             .integer("hidden", "256", "width of the MLP's hidden layer", &O::hidden)
             .integer("threads", "0", "OpenMP threads (0 = OMP_NUM_THREADS if set, else all cores)", &O::threads)
@@ -62,6 +67,9 @@ int demo(const DemoOptions& o) {
     if (o.epochs < 1 || o.batch < 1 || o.hidden < 1 || o.lr <= 0)
         throw Error(fmt("razor demo: --epochs, --batch, --hidden must be >= 1 and --lr > 0; got ", o.epochs, ", ",
                         o.batch, ", ", o.hidden, ", ", o.lr));
+    if (o.steps_per_epoch < 0 || o.eval_steps < 0)
+        throw Error(fmt("razor demo: --steps-per-epoch and --eval-steps must be >= 0 (0 = all); got ",
+                        o.steps_per_epoch, " and ", o.eval_steps));
     apply_threads("razor demo", o.threads);
     std::printf("%s\n", runtime_banner().c_str());
 
@@ -81,16 +89,20 @@ int demo(const DemoOptions& o) {
 
     data::DataLoader loader = train::train_loader(data, false, o.batch, o.seed, 1, /*drop_last=*/true);
     optim::SGD opt(model.named_parameters(), {.lr = o.lr, .momentum = 0.9, .nesterov = true});
-    optim::CosineAnnealingLR sched(opt, o.epochs * loader.size());
+    const int64_t spe = o.steps_per_epoch > 0 ? std::min(o.steps_per_epoch, loader.size()) : loader.size();
+    optim::CosineAnnealingLR sched(opt, o.epochs * spe);
     std::filesystem::create_directories(o.out);
     train::RunLog log("razor demo", o.out + "/log.jsonl", nullptr, o.out + "/curves.svg");
     train::DenseStep step(model, opt, &sched, {});
     train::FitHooks hooks;
-    hooks.evaluate = [&](int64_t) { return train::evaluate(model, data.test, data.mean, data.std, 1000); };
+    hooks.evaluate = [&](int64_t) {
+        return train::evaluate(model, data.test, data.mean, data.std, 1000,
+                               {.max_batches = o.eval_steps, .progress = "test"});
+    };
     hooks.line = train::epoch_line;
     hooks.record = train::epoch_json;
     const train::FitResult r = train::fit(model, loader, step, log, {.command = "razor demo", .epochs = o.epochs,
-                                                                     .batch = o.batch}, hooks);
+                                                                     .steps_per_epoch = spe, .batch = o.batch}, hooks);
 
     // What razor eval --checkpoint OUT needs to rebuild and feed the model (train/data_splits.h model_metadata).
     std::map<std::string, std::string> metadata = train::model_metadata(model_name, "fashion-mnist", data);

@@ -10,6 +10,7 @@
 // (models::format_tape): per (module, op) what it saved, in which form, stored vs dense-equivalent bytes and their
 // ratio, the totals per op and overall. --tape prints the same for the dense tape. Both also write the breakdown as
 // CSV (every row) and an SVG bar chart (stored vs dense per op) into --out. docs/back-razor.md "razor info".
+#include <cmath>
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -35,7 +36,7 @@ std::string csv_field(const std::string& v) {
     return q + "\"";
 }
 
-// STEM.csv: every (module, op) row; STEM.svg: stored vs dense-equivalent MiB per op family, largest first.
+// STEM.csv: every (module, op) row; STEM.svg: stored vs dense-equivalent bytes per op family (labelled B, KiB, MiB or GiB), largest first.
 void write_tape_files(const models::ModelSummary& s, const std::string& stem, const std::string& title) {
     std::string csv = "module,op,shape,items,stored_bytes,dense_bytes,ratio,saved\n";
     for (const auto& r : s.tape)
@@ -46,18 +47,19 @@ void write_tape_files(const models::ModelSummary& s, const std::string& stem, co
                s.saved_bytes ? double(s.saved_dense_bytes) / s.saved_bytes : 0.0, ",\n");
     write_file_atomic(stem + ".csv", csv);
 
-    std::map<std::string, std::pair<double, double>> by_op;   // op -> (dense, stored) MiB
+    std::map<std::string, std::pair<double, double>> by_op;   // op -> (dense, stored) bytes
     for (const auto& r : s.tape)
-        by_op[r.op].first += r.dense_bytes / 1048576.0, by_op[r.op].second += r.stored_bytes / 1048576.0;
+        by_op[r.op].first += static_cast<double>(r.dense_bytes), by_op[r.op].second += static_cast<double>(r.stored_bytes);
     std::vector<std::pair<std::string, std::pair<double, double>>> ops(by_op.begin(), by_op.end());
     std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
     std::vector<std::string> categories;
     train::BarSeries dense{"dense-equivalent", {}}, stored{"stored", {}};
     for (const auto& [op, v] : ops) categories.push_back(op), dense.values.push_back(v.first), stored.values.push_back(v.second);
     categories.push_back("total");
-    dense.values.push_back(s.saved_dense_bytes / 1048576.0);
-    stored.values.push_back(s.saved_bytes / 1048576.0);
-    train::write_svg_bars(stem + ".svg", title, "MiB", categories, {dense, stored});
+    dense.values.push_back(static_cast<double>(s.saved_dense_bytes));
+    stored.values.push_back(static_cast<double>(s.saved_bytes));
+    train::write_svg_bars(stem + ".svg", title, categories, {dense, stored},
+                          [](double bytes) { return format_bytes(std::llround(bytes)); });
 }
 
 
@@ -138,7 +140,7 @@ int info(const InfoOptions& o) {
     }
     std::filesystem::create_directories(o.out);
     const std::string stem = (std::filesystem::path(o.out) / fmt("tape-", name, "-b", batch, "-", tag)).string();
-    write_tape_files(summary, stem, fmt(name, ", batch ", batch, ": saved-activation MiB, ", policy));
+    write_tape_files(summary, stem, fmt(name, ", batch ", batch, ": saved activations per op, ", policy));
     std::printf("wrote  %s.csv, %s.svg\n", stem.c_str(), stem.c_str());
     return 0;
 }

@@ -27,6 +27,7 @@ struct RunFlags {
     std::string out, resume;
     bool overwrite = false, skip_nonfinite = false;
     int64_t stop_after = 0, threads = 0, seed = 0, eval_every = 1, eval_batch = 500, steps_per_epoch = 0, save_every = 0;
+    int64_t eval_steps = 0;   // at most this many evaluation batches (0 = the whole test set)
 };
 
 // --model, --classes, --channels, --image-size: a zoo model on synthetic input (razor bench, razor info).

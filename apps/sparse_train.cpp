@@ -142,7 +142,7 @@ int run_sparse_train(const std::vector<std::string>& argv) {
             if (phase == "B") return at.in_b && e <= at.b_done;
             return false;   // "export": written again at the end
         };
-    train::RunLog log(kCmd, log_path, keep_line);
+    train::RunLog log(kCmd, log_path, keep_line, (fs::path(out) / "curves.svg").string());
     auto state = [&] { return sparse_checkpoint(at, o, *model, trainer, ft, gen, mask_gen, meta, config.dump()); };
     auto saved = [&](const train::FitPosition&) { overwritten.finish(); };   // the new run has a checkpoint now
     const train::Interrupts interrupts;   // from here on, Ctrl-C checkpoints after the step in flight
@@ -154,7 +154,15 @@ int run_sparse_train(const std::vector<std::string>& argv) {
                     static_cast<long long>(offset + r.last->epoch), static_cast<long long>(total), out.c_str());
         return true;
     };
-    auto evaluate = [&] { return train::evaluate(*model, data.eval_set(), eval_tf, o.run.eval_batch); };
+    auto evaluate = [&] {
+        return train::evaluate(*model, data.eval_set(), eval_tf, o.run.eval_batch,
+                               {.max_batches = o.run.eval_steps, .progress = "test"});
+    };
+    // The evaluation fields every epoch entry carries (null when the epoch was not evaluated).
+    auto eval_fields = [](json& j, const train::EpochSummary& r) {
+        j["eval_seconds"] = r.eval ? r.eval->seconds : 0.0;
+        j["test_images"] = r.eval ? json(r.eval->images) : json(nullptr);
+    };
 
     // ---- phase A: joint sparse training ----
     train::VrpgeStep vrpge(trainer, mask_gen);
@@ -173,7 +181,7 @@ int run_sparse_train(const std::vector<std::string>& argv) {
         return evaluate();
     };
     a.record = [&](const train::EpochSummary& r) {
-        return json{{"phase", "A"}, {"epoch", r.epoch}, {"epochs", r.epochs}, {"loss", r.loss},
+        json j{{"phase", "A"}, {"epoch", r.epoch}, {"epochs", r.epochs}, {"loss", r.loss},
                     {"train_acc", r.train_acc}, {"expected_keep", trainer.expected_keep()},
                     {"flops_ratio", r.metric("flops_ratio")},
                     {"grad_norm", r.metric("grad_norm")},       // mean joint norm (w and s) before the clip
@@ -182,6 +190,8 @@ int run_sparse_train(const std::vector<std::string>& argv) {
                     {"lr", trainer.opt_w.lr()}, {"lr_s", trainer.opt_s.lr()}, {"seconds", r.seconds},
                     {"img_per_s", r.img_per_s},
                     {"test_acc_sampled", r.eval ? json(r.eval->accuracy) : json(nullptr)}};
+        eval_fields(j, r);
+        return j;
     };
     a.line = [&](const train::EpochSummary& r) {
         return fmt("A ", r.epoch, "/", r.epochs, "  loss ", fixed(r.loss, 4), "  train ", fixed(100 * r.train_acc, 1),
@@ -189,7 +199,7 @@ int run_sparse_train(const std::vector<std::string>& argv) {
                    "  E[keep] ", fixed(trainer.expected_keep(), 3), "  flops ", fixed(r.metric("flops_ratio"), 3),
                    "x  lr ", train::general(trainer.opt_w.lr()), "  lr_s ", train::general(trainer.opt_s.lr()),
                    "  norm ", fixed(r.metric("grad_norm"), 2), " (s ", fixed(r.metric("s_grad_norm"), 2),
-                   ", clipped ", fixed(100 * r.metric("clipped"), 0), "%)  ", fixed(r.seconds, 0), " s  ",
+                   ", clipped ", fixed(100 * r.metric("clipped"), 0), "%)  ", train::seconds_text(r), "  ",
                    fixed(r.img_per_s, 0), " img/s");
     };
     a.state = [&](const train::FitPosition& p) { return at.a_done = p.epoch, state(); };
@@ -224,13 +234,14 @@ int run_sparse_train(const std::vector<std::string>& argv) {
     b.record = [&](const train::EpochSummary& r) {
         at.last_acc = r.eval->accuracy;   // for the checkpoint that follows the record
         json j = {{"phase", "B"}, {"epoch", r.epoch}, {"loss", r.loss}, {"train_acc", r.train_acc},
-                  {"test_acc", r.eval->accuracy}, {"seconds", r.seconds}, {"img_per_s", r.img_per_s}};
+                  {"test_acc", r.eval->accuracy}, {"lr", r.lr}, {"seconds", r.seconds}, {"img_per_s", r.img_per_s}};
+        eval_fields(j, r);
         if (r.skipped) j["skipped_steps"] = r.skipped;
         return j;
     };
     b.line = [&](const train::EpochSummary& r) {
         return fmt("B ", r.epoch, "/", r.epochs, "  loss ", fixed(r.loss, 4), "  train ", fixed(100 * r.train_acc, 1),
-                   "%  test ", fixed(100 * r.eval->accuracy, 2), "%  ", fixed(r.seconds, 0), " s  ",
+                   "%  test ", fixed(100 * r.eval->accuracy, 2), "%  ", train::seconds_text(r), "  ",
                    fixed(r.img_per_s, 0), " img/s") +
                (r.skipped ? fmt("  skipped ", r.skipped, " non-finite steps") : std::string());
     };
@@ -255,7 +266,8 @@ int run_sparse_train(const std::vector<std::string>& argv) {
     sub_meta["epoch"] = fmt(total);
     const train::ExportedSubnet sub =
         train::export_subnetwork(*model, trainer.prunable, at.plan, sub_meta, out, image, o.run.seed);
-    const train::EvalResult check = train::evaluate(*sub.model, data.eval_set(), eval_tf, o.run.eval_batch);
+    const train::EvalResult check = train::evaluate(*sub.model, data.eval_set(), eval_tf, o.run.eval_batch,
+                                                    {.max_batches = o.run.eval_steps, .progress = "test subnet"});
     log.write({{"phase", "export"}, {"params", sub.model->num_parameters()}, {"dense_params", model->num_parameters()},
                {"widths", sub.widths}, {"test_acc", check.accuracy}, {"last_test_acc", at.last_acc},
                {"best_test_acc", at.best_acc}, {"best_epoch", at.best_epoch}});
@@ -265,8 +277,8 @@ int run_sparse_train(const std::vector<std::string>& argv) {
                 static_cast<long long>(sub.model->num_parameters()), static_cast<long long>(model->num_parameters()),
                 100.0 * sub.model->num_parameters() / model->num_parameters(),
                 o.align ? fmt(", --align ", o.align, " (changes the algorithm)").c_str() : "");
-    std::printf("wrote   %s (razor eval --checkpoint %s/subnet loads it: %.2f%%), %s/last/, %s\n", sub.path.c_str(),
-                out.c_str(), 100 * check.accuracy, out.c_str(), log.path().c_str());
+    std::printf("wrote   %s (razor eval --checkpoint %s/subnet loads it: %.2f%%), %s/last/, %s, %s\n", sub.path.c_str(),
+                out.c_str(), 100 * check.accuracy, out.c_str(), log.path().c_str(), log.plot_path().c_str());
     return 0;
 }
 

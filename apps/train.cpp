@@ -143,7 +143,8 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
 
     train::FitOptions fo{.command = cmd, .epochs = c.epochs, .steps_per_epoch = spe, .batch = c.batch,
                          .skip_nonfinite = c.run.skip_nonfinite,
-                         .eval = {.every = c.run.eval_every, .last = true, .at_stop = true},
+                         .eval = {.every = c.run.eval_every, .last = c.run.eval_every > 0,
+                                  .at_stop = c.run.eval_every > 0},
                          .stop_at = c.run.stop_after < c.epochs ? c.run.stop_after : 0, .out = c.run.out,
                          .save_every = c.run.save_every, .save_best = true};
     if (start.resuming) {
@@ -158,10 +159,13 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
         const train::ResumePoint p = train::restore_train_state(r.train_state, where, *opt, sched.get(), gen);
         fo.start = {.epoch = p.epoch, .global_step = p.step, .best_acc = p.best_test_acc, .best_epoch = p.best_epoch,
                     .partial = train::read_epoch_progress(r.train_state, where, spe)};
+        // lr: the one the last step taken used, as the epoch line and the log report it (the optimizer already holds
+        // the next step's, one scheduler step on)
+        const double last_lr = sched && p.step > 0 ? sched->lr_at(p.step - 1, 0) : opt->lr();
         const int64_t into = fo.start.partial.steps;
-        std::printf("resume %s: %s, step %lld, lr %g\n", r.folder.c_str(),
+        std::printf("resume %s: %s, step %lld, lr %g (the last step's)\n", r.folder.c_str(),
                     (into ? fmt(into, " of ", spe, " steps into epoch ", p.epoch + 1) : fmt("after epoch ", p.epoch)).c_str(),
-                    static_cast<long long>(p.step), opt->lr());
+                    static_cast<long long>(p.step), last_lr);
         if (p.epoch >= c.epochs) {
             std::printf("nothing to do: the run already has %lld of %lld epochs; hint: raise --epochs (step, multistep "
                         "or none schedules)\n",
@@ -227,7 +231,10 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
     hooks.begin_epoch = [&](int64_t) {
         if (c.freeze_bn) freeze_batchnorm(*model);   // evaluate() switched the whole model back to train()
     };
-    hooks.evaluate = [&](int64_t) { return train::evaluate(*model, eval_set, eval_tf, c.run.eval_batch); };
+    hooks.evaluate = [&](int64_t) {
+        return train::evaluate(*model, eval_set, eval_tf, c.run.eval_batch,
+                               {.max_batches = c.run.eval_steps, .progress = "test"});
+    };
     hooks.line = train::epoch_line;
     hooks.record = train::epoch_json;
     hooks.state = state;
@@ -247,8 +254,9 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
                 num_threads(), num_threads() == 1 ? "" : "s", format_bytes(result.tape.stored_bytes).c_str(),
                 format_bytes(result.tape.dense_bytes).c_str(), format_bytes(memory_stats().peak_bytes).c_str(),
                 format_bytes(peak_rss_bytes()).c_str());
-    std::printf("wrote   %s/last/, %s/best/ (%s, %s), %s, %s\n", c.run.out.c_str(), c.run.out.c_str(),
-                train::kModelFile, train::kTrainStateFile, c.log.c_str(), log.plot_path().c_str());
+    std::printf("wrote   %s/last/, %s (%s, %s), %s, %s\n", c.run.out.c_str(),
+                result.best_epoch > 0 ? (c.run.out + "/best/").c_str() : "no best/ (not evaluated)", train::kModelFile,
+                train::kTrainStateFile, c.log.c_str(), log.plot_path().c_str());
     return 0;
 }
 

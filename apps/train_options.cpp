@@ -158,7 +158,7 @@ std::unique_ptr<optim::LRScheduler> make_scheduler(const TrainOptions& t, optim:
         o.total_steps = total;
         o.pct_start = t.warmup_epochs / t.epochs;
         o.cycle_momentum = false;   // --momentum stays as given (the recipe's Nesterov 0.9)
-        return std::make_unique<optim::OneCycleLR>(opt, o);
+        return std::make_unique<optim::OneCycleLR>(opt, optim::one_cycle_for_any_length(o));
     }
     std::unique_ptr<optim::LRScheduler> after;
     if (c.sched == "cosine") after = std::make_unique<optim::CosineAnnealingLR>(opt, std::max<int64_t>(total - warmup, 1));

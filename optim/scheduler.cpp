@@ -259,6 +259,23 @@ double OneCycleLR::momentum_at(int64_t epoch) const {
     return anneal(value(phase->start_momentum), value(phase->end_momentum), pct);
 }
 
+OneCycleOptions one_cycle_for_any_length(OneCycleOptions o) {
+    if (o.total_steps == 1) o.total_steps = 2;
+    if (o.total_steps < 2) return o;   // 0 or negative: OneCycleLR names the error
+    const double T = static_cast<double>(o.total_steps);
+    // The phase ends of the constructor, each > the one before (and the first > 0).
+    const auto non_empty = [&](double pct) {
+        const double first = pct * T - 1;
+        if (!(first > 0)) return false;
+        if (!o.three_phase) return T - 1 > first;
+        return 2 * pct * T - 2 > first && T - 1 > 2 * pct * T - 2;
+    };
+    if (non_empty(o.pct_start)) return o;
+    const double lo = 1 / T, hi = o.three_phase ? (T + 1) / (2 * T) : 1.0;
+    o.pct_start = (lo + hi) / 2;
+    return o;
+}
+
 void OneCycleLR::apply(int64_t epoch) {
     const double momentum = options_.cycle_momentum ? momentum_at(epoch) : 0;   // throws past the end, first
     LRScheduler::apply(epoch);

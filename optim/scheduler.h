@@ -185,4 +185,14 @@ private:
     std::vector<Phase> phases_;
 };
 
+// The options of a one-cycle run of any length. PyTorch's phases divide by their length, so a cycle whose
+// pct_start * total_steps is at most 1 (3 steps at 0.3: the rising phase would end at step -0.1) or at least
+// total_steps - 1 has an empty phase, and OneCycleLR refuses it as PyTorch does. This returns `options` unchanged
+// whenever OneCycleLR accepts them (every run of more than a few steps: the schedule is PyTorch's), else:
+//   pct_start := the middle of the range where every phase is non-empty, (1/T, 1) for two phases and
+//                (1/T, (T + 1) / (2T)) for three: 3 steps -> 2/3 (initial, max, min lr, one step each);
+//   total_steps 1 := 2 (no cycle fits in one step; the run's one step takes the initial lr, max_lr / div_factor).
+// razor train/finetune use it, so --epochs 1 --steps-per-epoch 3 trains; docs/optim.md "Short runs".
+OneCycleOptions one_cycle_for_any_length(OneCycleOptions options);
+
 }  // namespace razor::optim

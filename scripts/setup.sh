@@ -10,7 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake g++ make libeigen3-dev doctest-dev libstb-dev nlohmann-json3-dev zlib1g-dev libzip-dev
-          libcurl4-openssl-dev libssl-dev libarchive-dev dataset-fashion-mnist)
+          libcurl4-openssl-dev libssl-dev libarchive-dev dataset-fashion-mnist
+          librsvg2-bin)   # rsvg-convert: the tests render every SVG plot to PNG
 # --bench: PyTorch for the side-by-side benchmarks, with OpenBLAS as the system BLAS (Debian's torch otherwise calls the
 # unoptimised reference libblas for F.linear, which would flatter razor).
 if [[ " $* " == *" --bench "* ]]; then packages+=(python3-torch python3-numpy libopenblas0-pthread); fi

@@ -19,6 +19,10 @@ std::string general(double v) {
     return buf;
 }
 
+std::string seconds_text(const EpochSummary& r) {
+    return fixed(r.seconds, 0) + " s" + (r.eval ? " + eval " + fixed(r.eval->seconds, 0) + " s" : std::string());
+}
+
 nlohmann::json epoch_json(const EpochSummary& r) {
     const int64_t stored = r.tape.stored_bytes, dense = r.tape.dense_bytes;
     nlohmann::json j = {{"epoch", r.epoch},         {"epochs", r.epochs},
@@ -31,7 +35,7 @@ nlohmann::json epoch_json(const EpochSummary& r) {
                         {"tape_ratio", stored ? double(dense) / stored : 0.0},
                         {"rss_bytes", r.rss_bytes}, {"peak_rss_bytes", r.peak_rss_bytes},
                         {"peak_tensor_bytes", r.peak_tensor_bytes}};
-    if (r.eval) j["test_acc"] = r.eval->accuracy, j["test_loss"] = r.eval->loss;
+    if (r.eval) j["test_acc"] = r.eval->accuracy, j["test_loss"] = r.eval->loss, j["test_images"] = r.eval->images;
     if (r.skipped) j["skipped_steps"] = r.skipped;
     return j;
 }
@@ -40,7 +44,7 @@ std::string epoch_line(const EpochSummary& r) {
     const double ratio = r.tape.stored_bytes ? double(r.tape.dense_bytes) / r.tape.stored_bytes : 0;
     return fmt("epoch ", r.epoch, "/", r.epochs, "  loss ", fixed(r.loss, 4), "  train ", fixed(100 * r.train_acc, 1),
                "%  test ", r.eval ? fixed(100 * r.eval->accuracy, 1) + "%" : std::string("-"), "  lr ", general(r.lr),
-               "  ", fixed(r.seconds, 0), " s  ", fixed(r.img_per_s, 0), " img/s  tape ",
+               "  ", seconds_text(r), "  ", fixed(r.img_per_s, 0), " img/s  tape ",
                format_bytes(r.tape.stored_bytes), " (dense ", format_bytes(r.tape.dense_bytes), ", ", fixed(ratio, 1),
                "x)  rss ", format_bytes(r.rss_bytes)) +
            (r.skipped ? fmt("  skipped ", r.skipped, " non-finite steps") : std::string());

@@ -130,8 +130,10 @@ FitResult fit(nn::Module& model, data::DataLoader& loader, Step& step, RunLog& l
             e.tape = larger(e.tape, t);
             const int64_t B = b.labels.size(0);
             e.loss_sum += s.loss * static_cast<double>(B);
-            if (s.logits.defined()) e.correct += count_correct(s.logits, b.labels);
+            const int64_t right = s.logits.defined() ? count_correct(s.logits, b.labels) : 0;
+            e.correct += right;
             e.seen += B;
+            e.curve.add(e.steps, spe, s.loss, s.logits.defined() ? static_cast<double>(right) / B : std::nan(""), r.lr);
             for (const auto& [name, v] : s.metrics) e.metric_sums[name] += v;
             progress.update(e.steps, e.loss_sum / e.seen, static_cast<double>(e.correct) / e.seen,
                             hooks.progress ? hooks.progress(s, t) : tape_text(t));
@@ -142,6 +144,7 @@ FitResult fit(nn::Module& model, data::DataLoader& loader, Step& step, RunLog& l
         r.step = result.global_step;
         r.seconds = seconds_before + progress.seconds();
         r.img_per_s = static_cast<double>(e.seen - seen_before) / std::max(progress.seconds(), 1e-9);
+        r.curve = e.curve.take();
         r.loss = e.seen ? e.loss_sum / e.seen : 0;
         r.train_acc = e.seen ? static_cast<double>(e.correct) / e.seen : 0;
         for (const auto& [name, sum] : e.metric_sums) r.metrics[name] = e.finite ? sum / e.finite : 0;
@@ -157,7 +160,9 @@ FitResult fit(nn::Module& model, data::DataLoader& loader, Step& step, RunLog& l
         r.peak_tensor_bytes = memory_stats().peak_bytes;
         std::printf("%s\n", hooks.line(r).c_str());
         std::fflush(stdout);
-        log.write(hooks.record(r));
+        nlohmann::json entry = hooks.record(r);
+        if (!r.curve.empty()) entry["curve"] = curve_json(r.curve);
+        log.write(entry);
         const FitPosition end{epoch, result.global_step, result.best_acc, result.best_epoch, {}};
         checkpoint(end, o.save_best && r.best);
         result.last = r;

@@ -18,10 +18,11 @@
 //      a step that can be skipped, undo its side effects, step.advance() and go on.
 //      Every save_every global steps inside the epoch: a checkpoint OUT/last at that step.
 //   3. evaluation when the schedule says (hooks.evaluate), the best test accuracy so far.
-//   4. the record: hooks.line to stdout, hooks.record to the RunLog (JSONL and curves), then the checkpoint (OUT/best
-//      when save_best and this epoch is the best so far, then OUT/last). The checkpoint comes after everything else of
-//      the epoch: a run killed before it resumes from the previous checkpoint and redoes the rest identically (the
-//      RunLog trim drops the line), where another order would lose the line.
+//   4. the record: hooks.line to stdout, hooks.record plus "curve" (the smoothed per-step samples,
+//      train/step_curve.h) to the RunLog (JSONL and SVG curves), then the checkpoint (OUT/best when save_best and
+//      this epoch is the best so far, then OUT/last). The checkpoint comes after everything else of the epoch: a run
+//      killed before it resumes from the previous checkpoint and redoes the rest identically (the RunLog trim drops
+//      the line), where another order would lose the line.
 //   5. stop after epoch stop_at (0 = never), with its checkpoint.
 // A checkpoint is hooks.state(position) -- the command's weights, optimizer, schedule and RNG states -- plus the
 // loop's own fit.* entries (fit_position.h), written atomically by save_checkpoint (train/checkpoint.h).
@@ -49,6 +50,7 @@
 #include "train/fit_position.h"
 #include "train/interrupt.h"
 #include "train/run_log.h"
+#include "train/step_curve.h"
 
 namespace razor::train {
 
@@ -83,7 +85,9 @@ struct EpochSummary {
     int64_t step = 0;       // steps taken after this epoch (all epochs, skipped ones included)
     int64_t steps = 0;      // steps of this epoch (skipped ones included)
     int64_t skipped = 0;    // non-finite steps skipped (skip_nonfinite)
-    double loss = 0, train_acc = 0, lr = 0, seconds = 0, img_per_s = 0;   // lr: the last step's
+    // lr: the one the epoch's last step used. seconds: the training steps' wall time, evaluation excluded (that is
+    // eval->seconds); img_per_s: training images / seconds (the same quantity in every command)
+    double loss = 0, train_acc = 0, lr = 0, seconds = 0, img_per_s = 0;
     TapeTotals tape;                          // the largest per-step tape of the epoch
     std::optional<EvalResult> eval;           // when the epoch was evaluated
     bool best = false;                        // eval is the best test accuracy so far
@@ -91,6 +95,7 @@ struct EpochSummary {
     int64_t best_epoch = 0;
     std::map<std::string, double> metrics;    // StepResult::metrics averaged over the finite steps
     int64_t rss_bytes = 0, peak_rss_bytes = 0, peak_tensor_bytes = 0;
+    std::vector<CurvePoint> curve;            // the smoothed per-step samples (the entry's "curve")
 
     double metric(const std::string& name) const;   // 0 when no step reported it
 };

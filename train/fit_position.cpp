@@ -1,6 +1,7 @@
 // train/fit_position.cpp -- see fit_position.h.
 #include "train/fit_position.h"
 
+#include <bit>
 #include <cmath>
 
 #include "core/check.h"
@@ -20,6 +21,18 @@ double real_entry(const std::map<std::string, Tensor>& state, const std::string&
     return v;
 }
 
+// Doubles as i64 bit patterns (exact, NaN included), as optim::pack_f64 keeps one.
+Tensor pack_doubles(const Shape& shape, const std::vector<double>& v) {
+    std::vector<int64_t> bits;
+    for (double x : v) bits.push_back(std::bit_cast<int64_t>(x));
+    return Tensor::from_vector_i64(shape, bits);
+}
+std::vector<double> unpack_doubles(const Tensor& t) {
+    std::vector<double> v;
+    for (int64_t b : t.to_vector_i64()) v.push_back(std::bit_cast<double>(b));
+    return v;
+}
+
 }  // namespace
 
 void pack_epoch_progress(const EpochProgress& p, std::map<std::string, Tensor>& state) {
@@ -32,6 +45,11 @@ void pack_epoch_progress(const EpochProgress& p, std::map<std::string, Tensor>& 
     state["fit.seconds"] = optim::pack_f64(p.seconds);
     state["fit.tape"] = Tensor::from_vector_i64({3}, {p.tape.stored_bytes, p.tape.dense_bytes, p.tape.items});
     for (const auto& [name, sum] : p.metric_sums) state[kMetric + name] = optim::pack_f64(sum);
+    const StepCurveState& c = p.curve.state();
+    state["fit.curve"] = pack_doubles({3}, {c.loss_avg, c.acc_avg, c.decay});
+    std::vector<double> points;
+    for (const CurvePoint& q : c.points) points.insert(points.end(), {q.at, q.loss, q.accuracy, q.lr});
+    state["fit.curve_points"] = pack_doubles({static_cast<int64_t>(c.points.size()), 4}, points);
 }
 
 EpochProgress read_epoch_progress(const std::map<std::string, Tensor>& state, const std::string& where,
@@ -62,6 +80,32 @@ EpochProgress read_epoch_progress(const std::map<std::string, Tensor>& state, co
             if (!std::isfinite(v)) throw Error(fmt(where, ": entry '", key, "' must be finite, got ", v, "; ", kHint));
             p.metric_sums[key.substr(prefix.size())] = v;
         }
+    // the curve: entries of checkpoints from before it existed are absent (the epoch's curve then restarts)
+    if (state.count("fit.curve")) {
+        const Tensor& avg = state_entry(state, "fit.curve", where);
+        const Tensor& pts = state_entry(state, "fit.curve_points", where);
+        if (avg.dtype() != DType::I64 || avg.numel() != 3 || pts.dtype() != DType::I64 || pts.dim() != 2 ||
+            pts.size(1) != 4 || pts.size(0) > kCurvePoints + 1)
+            throw Error(fmt(where, ": entries 'fit.curve' (3 x i64) and 'fit.curve_points' (N <= ", kCurvePoints + 1,
+                            " x 4 x i64) hold the per-step curve, got ", dtype_name(avg.dtype()), " ",
+                            shape_str(avg.shape()), " and ", dtype_name(pts.dtype()), " ", shape_str(pts.shape()),
+                            "; ", kHint));
+        StepCurveState c;
+        const auto a = unpack_doubles(avg);
+        c.loss_avg = a[0], c.acc_avg = a[1], c.decay = a[2];
+        if (!std::isfinite(c.loss_avg) || !std::isfinite(c.acc_avg) || !(c.decay > 0 && c.decay <= 1))
+            throw Error(fmt(where, ": entry 'fit.curve' must hold finite averages and a decay in (0, 1], got (",
+                            c.loss_avg, ", ", c.acc_avg, ", ", c.decay, "); ", kHint));
+        const auto q = unpack_doubles(pts);
+        for (size_t i = 0; i + 3 < q.size(); i += 4) {
+            if (!(q[i] > 0 && q[i] <= 1) || !std::isfinite(q[i + 1]) || !std::isfinite(q[i + 3]))
+                throw Error(fmt(where, ": entry 'fit.curve_points' row ", i / 4, " must be (at in (0, 1], finite loss, "
+                                "accuracy, finite lr), got (", q[i], ", ", q[i + 1], ", ", q[i + 2], ", ", q[i + 3],
+                                "); ", kHint));
+            c.points.push_back({q[i], q[i + 1], q[i + 2], q[i + 3]});
+        }
+        p.curve = StepCurve(std::move(c));
+    }
     return p;
 }
 

@@ -3,7 +3,8 @@
 // running sums, so that the resumed epoch ends with the same loss, accuracy and metrics as one never stopped.
 //
 // reference: the loop half of a PyTorch resume block (start_epoch, global_step, best_acc) plus what torchdata's
-// StatefulDataLoader adds for mid-epoch resumption (the batches of the epoch already consumed). docs: docs/cli.md
+// StatefulDataLoader adds for mid-epoch resumption (the batches of the epoch already consumed), and the per-step
+// curve's smoothing state (train/step_curve.h). docs: docs/cli.md
 // "Checkpoints".
 //
 // In train_state.safetensors the epoch's running sums are the "fit.*" entries (fit.steps = 0 at an epoch boundary,
@@ -18,6 +19,7 @@
 
 #include "core/tape.h"
 #include "core/tensor.h"
+#include "train/step_curve.h"
 
 namespace razor::train {
 
@@ -32,6 +34,7 @@ struct EpochProgress {
     double seconds = 0;      // training time of the epoch so far (evaluation excluded)
     TapeTotals tape;         // the largest per-step tape so far
     std::map<std::string, double> metric_sums;   // StepResult::metrics summed over the finite steps
+    StepCurve curve;         // the smoothed per-step samples of the epoch so far
 };
 
 // Where a run stands in fit(): after `epoch` whole epochs and `global_step` steps, `partial` into the next epoch.
@@ -47,7 +50,8 @@ struct FitPosition {
 void pack_epoch_progress(const EpochProgress& p, std::map<std::string, Tensor>& state);
 
 // Reads the fit.* entries back (none: an epoch boundary). Every entry is checked: steps in [0, steps_per_epoch),
-// counts consistent (skipped + finite = steps, correct <= seen), sums finite and non-negative. Errors name `where`,
+// counts consistent (skipped + finite = steps, correct <= seen), sums finite and non-negative, the curve's samples
+// inside the epoch. Errors name `where`,
 // the entry, what was expected and what was found.
 EpochProgress read_epoch_progress(const std::map<std::string, Tensor>& state, const std::string& where,
                                   int64_t steps_per_epoch);

@@ -1,10 +1,13 @@
 // train/progress.h -- the progress line on stderr: bar, percent, img/s, ETA, running loss/accuracy, tape memory.
 //
 // On a terminal the line redraws in place (at most 10 times a second); when stderr is a file or a CI log it prints a
-// plain line every 10 % instead, so logs stay readable.
+// plain line every 10 % instead, so logs stay readable. The line fits the terminal's width (TIOCGWINSZ on stderr,
+// else $COLUMNS, else 80 columns; never planned narrower than 80): the tail (`extra`) goes first, then the bar
+// shrinks to 10 cells, then the line is cut. docs: docs/cli.md "Output".
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 
 namespace razor::train {
@@ -25,7 +28,20 @@ private:
     int64_t total_, per_step_, first_, step_;
     std::chrono::steady_clock::time_point start_, last_draw_;
     bool tty_;
+    int columns_;
     int last_decile_ = -1;
 };
+
+// What one progress line shows.
+struct ProgressState {
+    std::string label;
+    int64_t step = 0, total = 0;
+    double loss = 0, accuracy = 0, images_per_second = 0, eta_seconds = 0;
+    std::string extra;
+};
+// The line, at most `columns` characters (no newline, no escape codes).
+std::string progress_text(const ProgressState& s, int columns);
+// The width the line may use: stderr's terminal width, else $COLUMNS, else 80; at least 80 columns.
+int progress_columns();
 
 }  // namespace razor::train

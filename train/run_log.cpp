@@ -1,12 +1,14 @@
 // train/run_log.cpp -- see run_log.h.
 #include "train/run_log.h"
 
+#include <cmath>
 #include <filesystem>
 #include <string_view>
 #include <system_error>
 
 #include "core/check.h"
 #include "core/safetensors.h"
+#include "train/step_curve.h"
 
 namespace razor::train {
 namespace fs = std::filesystem;
@@ -107,21 +109,51 @@ void check_log_path(const std::string& command, const std::string& path, bool fr
 }
 
 void Curves::add(const nlohmann::json& j) {
-    const double e = j.at("epoch").get<double>();
-    loss_.x.push_back(e), loss_.y.push_back(j.at("loss").get<double>());
-    train_.x.push_back(e), train_.y.push_back(100 * j.at("train_acc").get<double>());
-    lr_.x.push_back(e), lr_.y.push_back(j.at("lr").get<double>());
-    if (!j.at("test_acc").is_null()) {
-        test_.x.push_back(e), test_.y.push_back(100 * j.at("test_acc").get<double>());
-        test_loss_.x.push_back(e), test_loss_.y.push_back(j.at("test_loss").get<double>());
+    if (!j.contains("epoch") || !j["epoch"].is_number() || !j.contains("loss") || !j["loss"].is_number()) return;
+    const std::string phase = j.contains("phase") && j["phase"].is_string() ? j["phase"].get<std::string>() : "";
+    if (phase != phase_) offset_ = last_x_, phase_ = phase;
+    const double e = offset_ + j["epoch"].get<double>();
+    last_x_ = e;
+    const auto number = [&](const char* key) {
+        return j.contains(key) && j[key].is_number() ? j[key].get<double>() : std::nan("");
+    };
+    loss_.x.push_back(e), loss_.y.push_back(number("loss"));
+    train_.x.push_back(e), train_.y.push_back(100 * number("train_acc"));
+    const double test = j.contains("test_acc_sampled") ? number("test_acc_sampled") : number("test_acc");
+    if (std::isfinite(test)) test_.x.push_back(e), test_.y.push_back(100 * test);
+    if (std::isfinite(number("test_loss"))) test_loss_.x.push_back(e), test_loss_.y.push_back(number("test_loss"));
+    if (std::isfinite(number("expected_keep"))) keep_.x.push_back(e), keep_.y.push_back(number("expected_keep"));
+    const std::vector<CurvePoint> curve = curve_from_json(j);
+    for (const CurvePoint& p : curve) {
+        const double x = e - 1 + p.at;
+        loss_step_.x.push_back(x), loss_step_.y.push_back(p.loss);
+        acc_step_.x.push_back(x), acc_step_.y.push_back(100 * p.accuracy);
+        lr_.x.push_back(x), lr_.y.push_back(p.lr);
     }
+    if (curve.empty() && std::isfinite(number("lr"))) lr_.x.push_back(e), lr_.y.push_back(number("lr"));
 }
 
-void Curves::write(const std::string& path) const {
-    write_svg_plot(path, {{"loss", "epoch", "cross-entropy", {loss_, test_loss_}},
-                          {"accuracy", "epoch", "%", {train_, test_}},
-                          {"learning rate", "epoch", "lr", {lr_}}});
+std::vector<Panel> Curves::panels() const {
+    const auto with = [](std::initializer_list<const Series*> all) {
+        std::vector<Series> out;
+        for (const Series* s : all)
+            if (!s->x.empty()) out.push_back(*s);
+        return out;
+    };
+    std::vector<Panel> p = {
+        {.title = "loss", .xlabel = "epoch", .ylabel = "cross-entropy", .series = with({&loss_step_, &loss_, &test_loss_}),
+         .y_min = 0, .x_from_zero = true},
+        {.title = "accuracy", .xlabel = "epoch", .ylabel = "%", .series = with({&acc_step_, &train_, &test_}),
+         .y_min = 0, .y_max = 100, .x_from_zero = true},
+        {.title = "learning rate", .xlabel = "epoch", .ylabel = "lr", .series = with({&lr_}), .y_min = 0,
+         .y_from_zero = true, .x_from_zero = true}};
+    if (!keep_.x.empty())
+        p.push_back({.title = "kept fraction", .xlabel = "epoch", .ylabel = "E[keep] of s", .series = {keep_},
+                     .y_min = 0, .y_max = 1, .y_from_zero = true, .x_from_zero = true, .x_to = last_x_});   // phase A's only
+    return p;
 }
+
+void Curves::write(const std::string& path) const { write_svg_plot(path, panels()); }
 
 RunLog::RunLog(const std::string& command, const std::string& path,
                const std::function<bool(const nlohmann::json&)>& keep, const std::string& plot_path)

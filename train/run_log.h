@@ -33,16 +33,26 @@ void check_log_path(const std::string& command, const std::string& path, bool fr
 // value and class name a run writes, so a bad name stops the run before its first step, not at its first save.
 void require_utf8(const std::string& what, const std::string& text, const std::string& hint);
 
-// The curves of epoch entries with "epoch", "loss", "train_acc", "lr" and nullable "test_acc" / "test_loss"
-// (train/epoch_record.h): loss, accuracy and learning rate against the epoch.
+// The curves of a run's entries against the epoch (fractional within an epoch), one panel each for
+//   loss:      the smoothed per-step training loss (an entry's "curve", train/step_curve.h), the epoch means, and
+//              "test_loss";
+//   accuracy:  the same for training accuracy, and "test_acc" (sparse-train phase A: "test_acc_sampled");
+//   lr:        the per-step lr (else the epoch's "lr"), on an axis from 0;
+//   kept:      sparse-train's "expected_keep" (E[keep] of s) per phase A epoch, when any entry has one.
+// Entries need "epoch" and "loss"; others (sparse-train's selection and export) are left out. Entries with a
+// "phase" follow each other: phase B's epoch 1 comes after phase A's last.
 class Curves {
 public:
     void add(const nlohmann::json& entry);
     void write(const std::string& path) const;
+    std::vector<Panel> panels() const;
 
 private:
-    Series loss_{"train loss", {}, {}}, test_loss_{"test loss", {}, {}}, train_{"train", {}, {}},
-        test_{"test", {}, {}}, lr_{"lr", {}, {}};
+    Series loss_step_{"train (smoothed)", {}, {}}, loss_{"train (epoch)", {}, {}, true},
+        test_loss_{"test", {}, {}, true}, acc_step_{"train (smoothed)", {}, {}}, train_{"train (epoch)", {}, {}, true},
+        test_{"test", {}, {}, true}, lr_{"lr", {}, {}}, keep_{"E[keep]", {}, {}, true};
+    std::string phase_;              // of the last entry
+    double offset_ = 0, last_x_ = 0;   // epochs of earlier phases; the last entry's end
 };
 
 class RunLog {

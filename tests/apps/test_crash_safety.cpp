@@ -543,7 +543,7 @@ void kill_and_resume_sparse(int kills, uint64_t seed) {
     };
     k.resume_flags = {"--threads", "1"};
     k.same_line = [](nlohmann::json a, nlohmann::json b) {
-        for (const char* t : {"seconds", "img_per_s"}) a.erase(t), b.erase(t);   // wall-clock fields
+        for (const char* t : {"seconds", "eval_seconds", "img_per_s"}) a.erase(t), b.erase(t);   // wall-clock fields
         CHECK_MESSAGE(a == b, a.dump(), "\n", b.dump());
     };
     kill_and_resume(k, kills, seed, tmp.path());

@@ -25,10 +25,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A log's entries without the wall-clock fields (seconds, img/s), which no two runs share.
+// A log's entries without the wall-clock fields (seconds, eval_seconds, img/s), which no two runs share.
 std::vector<json> without_timing(std::vector<json> log) {
     for (json& j : log)
-        for (const char* k : {"seconds", "img_per_s"}) j.erase(k);
+        for (const char* k : {"seconds", "eval_seconds", "img_per_s"}) j.erase(k);
     return log;
 }
 

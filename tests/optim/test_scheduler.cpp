@@ -179,3 +179,42 @@ TEST_CASE("schedulers: bad arguments name the scheduler, the value and a hint") 
     CHECK_THROWS_WITH_AS(LinearWarmup(o.sgd, 2, 0.5, std::make_unique<StepLR>(other.sgd, 2)),
                          doctest::Contains("drives another optimizer"), Error);
 }
+
+TEST_CASE("schedulers: one_cycle_for_any_length keeps PyTorch's cycle where it exists and makes one for 1-3 steps") {
+    // Unchanged where OneCycleLR accepts the options (the cycle is PyTorch's).
+    for (int64_t T : {4, 10, 30, 1000}) {
+        const OneCycleOptions o = one_cycle_for_any_length({.max_lr = {1}, .total_steps = T});
+        CHECK(o.total_steps == T);
+        CHECK(o.pct_start == 0.3);
+    }
+    CHECK(one_cycle_for_any_length({.max_lr = {1}, .total_steps = 30, .pct_start = 0.25, .three_phase = true})
+              .pct_start == 0.25);
+    // 3 steps at 0.3 (refused by OneCycleLR, as PyTorch): initial, max, min lr.
+    {
+        TwoGroups g;
+        const OneCycleOptions o =
+            one_cycle_for_any_length({.max_lr = {1}, .total_steps = 3, .cycle_momentum = false});
+        CHECK(o.pct_start == doctest::Approx(2.0 / 3));
+        OneCycleLR s(g.sgd, o);
+        CHECK(s.lr_at(0, 0) == doctest::Approx(1.0 / 25));
+        CHECK(s.lr_at(1, 0) == doctest::Approx(1.0));
+        CHECK(s.lr_at(2, 0) == doctest::Approx(1.0 / 25 / 1e4));
+        for (int i = 0; i < 3; ++i) s.step();   // the loop's last step lands on total_steps
+        CHECK_THROWS_AS(s.step(), Error);
+    }
+    // 1 and 2 steps, two and three phases: every lr is finite and within [min_lr, max_lr].
+    for (bool three : {false, true})
+        for (int64_t T : {1, 2, 3}) {
+            INFO("T = ", T, " three_phase = ", three);
+            TwoGroups g;
+            OneCycleLR s(g.sgd, one_cycle_for_any_length({.max_lr = {1}, .total_steps = T, .cycle_momentum = false,
+                                                          .three_phase = three}));
+            CHECK(s.get_last_lr()[0] == doctest::Approx(1.0 / 25));   // the first step's lr: the initial one
+            for (int64_t t = 0; t < T; ++t) {
+                const double lr = s.lr_at(t, 0);
+                CHECK(std::isfinite(lr));
+                CHECK(lr >= 1.0 / 25 / 1e4 * (1 - 1e-12));
+                CHECK(lr <= 1.0 * (1 + 1e-12));
+            }
+        }
+}
