@@ -31,6 +31,7 @@
 #include "apps/threads.h"
 #include "apps/resume.h"
 #include "apps/sparse_options.h"
+#include "apps/sparse_records.h"
 #include "apps/sparse_state.h"
 #include "core/core.h"
 #include "models/registry.h"
@@ -158,11 +159,6 @@ int run_sparse_train(const std::vector<std::string>& argv) {
         return train::evaluate(*model, data.eval_set(), eval_tf, o.run.eval_batch,
                                {.max_batches = o.run.eval_steps, .progress = "test"});
     };
-    // The evaluation fields every epoch entry carries (null when the epoch was not evaluated).
-    auto eval_fields = [](json& j, const train::EpochSummary& r) {
-        j["eval_seconds"] = r.eval ? r.eval->seconds : 0.0;
-        j["test_images"] = r.eval ? json(r.eval->images) : json(nullptr);
-    };
 
     // ---- phase A: joint sparse training ----
     train::VrpgeStep vrpge(trainer, mask_gen);
@@ -180,28 +176,8 @@ int run_sparse_train(const std::vector<std::string>& argv) {
         train::SubnetScope subnet(models::ChannelPlan::from_masks(trainer.scores.layers(), trainer.scores.sample(eval_gen)));
         return evaluate();
     };
-    a.record = [&](const train::EpochSummary& r) {
-        json j{{"phase", "A"}, {"epoch", r.epoch}, {"epochs", r.epochs}, {"loss", r.loss},
-                    {"train_acc", r.train_acc}, {"expected_keep", trainer.expected_keep()},
-                    {"flops_ratio", r.metric("flops_ratio")},
-                    {"grad_norm", r.metric("grad_norm")},       // mean joint norm (w and s) before the clip
-                    {"s_grad_norm", r.metric("s_grad_norm")},   // mean norm of s.grad alone, before the clip
-                    {"clipped", r.metric("clipped")},           // fraction of steps clipped
-                    {"lr", trainer.opt_w.lr()}, {"lr_s", trainer.opt_s.lr()}, {"seconds", r.seconds},
-                    {"img_per_s", r.img_per_s},
-                    {"test_acc_sampled", r.eval ? json(r.eval->accuracy) : json(nullptr)}};
-        eval_fields(j, r);
-        return j;
-    };
-    a.line = [&](const train::EpochSummary& r) {
-        return fmt("A ", r.epoch, "/", r.epochs, "  loss ", fixed(r.loss, 4), "  train ", fixed(100 * r.train_acc, 1),
-                   "%  test(1 sample, logging only) ", r.eval ? fixed(100 * r.eval->accuracy, 1) + "%" : "-",
-                   "  E[keep] ", fixed(trainer.expected_keep(), 3), "  flops ", fixed(r.metric("flops_ratio"), 3),
-                   "x  lr ", train::general(trainer.opt_w.lr()), "  lr_s ", train::general(trainer.opt_s.lr()),
-                   "  norm ", fixed(r.metric("grad_norm"), 2), " (s ", fixed(r.metric("s_grad_norm"), 2),
-                   ", clipped ", fixed(100 * r.metric("clipped"), 0), "%)  ", train::seconds_text(r), "  ",
-                   fixed(r.img_per_s, 0), " img/s");
-    };
+    a.record = [&](const train::EpochSummary& r) { return phase_a_record(r, trainer); };
+    a.line = [&](const train::EpochSummary& r) { return phase_a_line(r, trainer); };
     a.state = [&](const train::FitPosition& p) { return at.a_done = p.epoch, state(); };
     a.saved = saved;
     // The partial epoch a resumed checkpoint holds belongs to the phase it was written in.
@@ -233,18 +209,9 @@ int run_sparse_train(const std::vector<std::string>& argv) {
     b.evaluate = [&](int64_t) { return evaluate(); };
     b.record = [&](const train::EpochSummary& r) {
         at.last_acc = r.eval->accuracy;   // for the checkpoint that follows the record
-        json j = {{"phase", "B"}, {"epoch", r.epoch}, {"loss", r.loss}, {"train_acc", r.train_acc},
-                  {"test_acc", r.eval->accuracy}, {"lr", r.lr}, {"seconds", r.seconds}, {"img_per_s", r.img_per_s}};
-        eval_fields(j, r);
-        if (r.skipped) j["skipped_steps"] = r.skipped;
-        return j;
+        return phase_b_record(r);
     };
-    b.line = [&](const train::EpochSummary& r) {
-        return fmt("B ", r.epoch, "/", r.epochs, "  loss ", fixed(r.loss, 4), "  train ", fixed(100 * r.train_acc, 1),
-                   "%  test ", fixed(100 * r.eval->accuracy, 2), "%  ", train::seconds_text(r), "  ",
-                   fixed(r.img_per_s, 0), " img/s") +
-               (r.skipped ? fmt("  skipped ", r.skipped, " non-finite steps") : std::string());
-    };
+    b.line = phase_b_line;
     b.state = [&](const train::FitPosition& p) {
         at.b_done = p.epoch, at.best_acc = p.best_acc, at.best_epoch = p.best_epoch;
         return state();

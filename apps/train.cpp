@@ -202,26 +202,7 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
                       curves_path);
     // The checkpoint at a position of the loop (fit() adds its fit.* entries and writes it).
     auto state = [&](const train::FitPosition& p) {
-        Checkpoint ck;
-        ck.model = model->state_dict();
-        ck.model_metadata = meta;
-        ck.model_metadata["epoch"] = fmt(p.epoch);
-        const auto opt_state = opt->state_dict();
-        for (const auto& [k, v] : opt_state) ck.train_state["optimizer." + k] = v;
-        if (sched)
-            for (const auto& [k, v] : sched->state_dict()) ck.train_state["scheduler." + k] = v;
-        ck.train_state["epoch"] = train::i64_scalar(p.epoch);
-        ck.train_state["step"] = train::i64_scalar(p.global_step);
-        ck.train_state["rng.default"] = train::pack_generator_state(default_generator().state());
-        ck.train_state["rng.init"] = train::pack_generator_state(gen.state());
-        ck.train_state["loader.seed"] = train::i64_scalar(c.run.seed);
-        ck.train_state["loader.epoch"] = train::i64_scalar(p.epoch);   // the next (or running) epoch's index, 0-based
-        ck.train_state["best_test_acc"] = optim::pack_f64(p.best_acc);
-        ck.train_state["best_epoch"] = train::i64_scalar(p.best_epoch);
-        ck.train_metadata = {{"config", config.dump()}, {"epoch", fmt(p.epoch)}, {"step", fmt(p.global_step)},
-                             {"optimizer", opt->type_name()}, {"scheduler", sched ? sched->type_name() : "none"},
-                             {"optimizer_entries", fmt(opt_state.size())}};
-        return ck;
+        return train::dense_checkpoint(p, {*model, meta, *opt, sched.get(), gen, c.run.seed, config.dump()});
     };
 
     // ---- the loop ----

@@ -96,7 +96,6 @@ FitResult fit(nn::Module& model, data::DataLoader& loader, Step& step, RunLog& l
         loader.set_epoch(o.loader_epoch_offset + epoch - 1, e.steps);
         Progress progress(fmt(o.label, epoch, "/", o.epochs), spe, o.batch, e.steps);
         const double seconds_before = e.seconds;
-        const int64_t seen_before = e.seen;   // img/s counts this line's images only
         auto position = [&] {   // inside this epoch, after e.steps steps
             e.seconds = seconds_before + progress.seconds();
             return FitPosition{epoch - 1, result.global_step, result.best_acc, result.best_epoch, e};
@@ -142,8 +141,9 @@ FitResult fit(nn::Module& model, data::DataLoader& loader, Step& step, RunLog& l
         progress.finish();
         r.steps = e.steps, r.skipped = e.skipped, r.tape = e.tape;
         r.step = result.global_step;
+        // the epoch's training images over its training time (a resumed epoch: both include the part before)
         r.seconds = seconds_before + progress.seconds();
-        r.img_per_s = static_cast<double>(e.seen - seen_before) / std::max(progress.seconds(), 1e-9);
+        r.img_per_s = static_cast<double>(e.seen) / std::max(r.seconds, 1e-9);
         r.curve = e.curve.take();
         r.loss = e.seen ? e.loss_sum / e.seen : 0;
         r.train_acc = e.seen ? static_cast<double>(e.correct) / e.seen : 0;

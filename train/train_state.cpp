@@ -160,4 +160,28 @@ Tensor pack_generator_state(const std::array<uint64_t, 4>& s) {
 
 Tensor i64_scalar(int64_t v) { return Tensor::from_vector_i64({}, {v}); }
 
+Checkpoint dense_checkpoint(const FitPosition& p, const DenseRun& run) {
+    Checkpoint ck;
+    ck.model = run.model.state_dict();
+    ck.model_metadata = run.model_metadata;
+    ck.model_metadata["epoch"] = fmt(p.epoch);
+    const auto opt_state = run.opt.state_dict();
+    for (const auto& [k, v] : opt_state) ck.train_state["optimizer." + k] = v;
+    if (run.sched)
+        for (const auto& [k, v] : run.sched->state_dict()) ck.train_state["scheduler." + k] = v;
+    ck.train_state["epoch"] = i64_scalar(p.epoch);
+    ck.train_state["step"] = i64_scalar(p.global_step);
+    ck.train_state["rng.default"] = pack_generator_state(default_generator().state());
+    ck.train_state["rng.init"] = pack_generator_state(run.init_gen.state());
+    ck.train_state["loader.seed"] = i64_scalar(run.loader_seed);
+    ck.train_state["loader.epoch"] = i64_scalar(p.epoch);   // the next (or running) epoch's index, 0-based
+    ck.train_state["best_test_acc"] = optim::pack_f64(p.best_acc);
+    ck.train_state["best_epoch"] = i64_scalar(p.best_epoch);
+    ck.train_metadata = {{"config", run.config_json}, {"epoch", fmt(p.epoch)}, {"step", fmt(p.global_step)},
+                         {"optimizer", run.opt.type_name()},
+                         {"scheduler", run.sched ? run.sched->type_name() : "none"},
+                         {"optimizer_entries", fmt(opt_state.size())}};
+    return ck;
+}
+
 }  // namespace razor::train

@@ -14,9 +14,13 @@
 #include <map>
 #include <string>
 
+#include "core/rng.h"
 #include "core/tensor.h"
+#include "nn/module.h"
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
+#include "train/checkpoint.h"
+#include "train/fit_position.h"
 
 namespace razor::train {
 
@@ -60,6 +64,21 @@ std::array<uint64_t, 4> state_generator(const std::map<std::string, Tensor>& sta
                                         const std::string& where);
 // The entries whose key starts with `prefix`, with the prefix removed ("optimizer." -> what load_state_dict takes).
 std::map<std::string, Tensor> state_with_prefix(const std::map<std::string, Tensor>& state, const std::string& prefix);
+
+// What razor train and finetune checkpoint besides the loop's position.
+struct DenseRun {
+    const nn::Module& model;
+    const std::map<std::string, std::string>& model_metadata;   // model, classes, normalisation (epoch is added)
+    const optim::Optimizer& opt;
+    const optim::LRScheduler* sched;   // null: none
+    const Generator& init_gen;
+    int64_t loader_seed;
+    std::string config_json;           // the run's flags (metadata "config")
+};
+// The inverse of restore_train_state: the checkpoint of `run` at `p` -- weights and buffers; optimizer.*, scheduler.*,
+// epoch, step, rng.default, rng.init, loader.seed, loader.epoch, best_test_acc, best_epoch; metadata config, epoch,
+// step, optimizer, scheduler, optimizer_entries. fit() adds its fit.* entries (train/fit_position.h).
+Checkpoint dense_checkpoint(const FitPosition& p, const DenseRun& run);
 
 // The inverse of restore_train_state's per-entry readers, used when writing: a generator state as 4 x i64, an i64
 // scalar.
