@@ -74,7 +74,10 @@ int kill_writer_repeatedly(int kills, uint64_t seed) {
         std::fflush(nullptr);
         const pid_t pid = ::fork();
         REQUIRE(pid >= 0);
-        if (pid == 0) {   // the writer: saves the states in turn until killed (file I/O only, no OpenMP)
+        if (pid == 0) {   // the writer: saves the states in turn until killed
+            // libgomp's thread pool does not survive fork(), and a save after a crash reads NAME back (finite
+            // checks run as OpenMP loops): with one thread they run inline instead of waiting for the lost pool.
+            set_num_threads(1);
             for (int i = round;; ++i) {
                 try {
                     train::save_checkpoint(root, "last", states[static_cast<size_t>(i % 4)]);
@@ -198,6 +201,7 @@ bool killed_at_step(int k, const std::function<void()>& work, std::string* label
     const pid_t pid = ::fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
+        set_num_threads(1);   // libgomp's pool does not survive fork(): OpenMP loops in `work` run inline
         int n = 0;
         train::set_fs_step_hook_for_testing([&](const std::string& step) {
             if (++n < k) return;
