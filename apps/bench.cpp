@@ -16,12 +16,15 @@
 // --razor R [--razor-values V] times the same step under Back Razor's save policy (apps/razor_flags.h,
 // razor_policy_from_flags); the JSON line has the same fields plus "razor" and "razor_values", so a script compares
 // rows of a dense and a razor run directly (bench/backrazor/compare.py).
+// --from FILE starts from pretrained weights (the head re-initialised for --classes) and --freeze-bn freezes BatchNorm,
+// both as razor finetune does, so bench/finetune_vs_torch.py times the fine-tuning step on the file PyTorch loads.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
+#include "apps/finetune.h"
 #include "apps/threads.h"
 #include "apps/razor_flags.h"
 #include "apps/run_flags.h"
@@ -40,7 +43,8 @@ struct BenchOptions {
     int64_t batch = 128, steps = 10, warmup = 2, threads = 0, seed = 0;
     int64_t align = 0;
     double keep = 0;
-    bool one_backward = false, json = false;
+    bool one_backward = false, json = false, freeze_bn = false;
+    std::string from;
     RazorFlags razor;
 };
 
@@ -63,6 +67,10 @@ const FlagTable<BenchOptions>& bench_flags() {
             .integer("align", "0", "VR-PGE: round kept counts up to a multiple of this (changes the algorithm)",
                      &O::align)
             .family(razor_flag_family(), &O::razor)
+            .text("from", "", "start from these weights (a run, or a torchvision / timm / Hugging Face .pth or "
+                  ".safetensors file; the head re-initialised for --classes), as razor finetune --from does", &O::from)
+            .boolean("freeze-bn", "BatchNorm layers in eval mode, weight and bias not trained (as razor finetune "
+                     "--freeze-bn)", &O::freeze_bn)
             .boolean("json", "print one JSON line (for scripts) instead of the table", &O::json);
     return table;
 }
@@ -78,13 +86,28 @@ int bench(const BenchOptions& o) {
     const std::string& name = o.input.model;
     models::ModelOptions options{.in_channels = o.input.channels, .image_size = o.input.image_size};
     Generator gen(static_cast<uint64_t>(o.seed));
-    auto model = models::make_model(name, classes, gen, options);
-    optim::SGD opt(model->named_parameters(), {.lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true});
+    std::shared_ptr<nn::Module> model;
+    if (o.from.empty()) {
+        model = models::make_model(name, classes, gen, options);
+    } else {   // the file's tensors are released once copied into the model, as razor finetune does
+        const train::Checkpoint pretrained = train::open_checkpoint(o.from, true);
+        options.depth = pretrained_model("razor bench", o.from, name, pretrained).depth;
+        model = models::make_model(name, classes, gen, options);
+        load_pretrained("razor bench", o.from, *model, pretrained);
+    }
+    if (o.freeze_bn) freeze_batchnorm(*model);
+    optim::NamedParameters trained;   // all but frozen ones, as razor finetune
+    for (const auto& [param_name, p] : model->named_parameters())
+        if (p.requires_grad()) trained.emplace_back(param_name, p);
+    optim::SGD opt(trained, {.lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true});
     const double keep = o.keep;
     if (keep < 0 || keep > 1) throw Error(fmt("razor bench: --keep must be in (0, 1] (0 = dense), got ", keep));
     if (keep > 0 && o.razor.ratio > 0)
         throw Error(fmt("razor bench: --keep ", keep, " and --razor ", o.razor.ratio,
                         " time two different steps; hint: pass one of them"));
+    if (keep > 0 && o.freeze_bn)
+        throw Error(fmt("razor bench: --keep ", keep, " samples BatchNorm channels, which --freeze-bn freezes; hint: "
+                        "pass one of them"));
     std::unique_ptr<train::VrpgeTrainer> vrpge;
     std::unique_ptr<train::Step> step;
     if (keep > 0) {
@@ -140,6 +163,8 @@ int bench(const BenchOptions& o) {
                               {"step_ms_max", sorted.back()},
                               {"img_per_s", img_per_s},
                               {"params", model->num_parameters()},
+                              {"from", o.from},
+                              {"freeze_bn", o.freeze_bn},
                               {"saved_bytes", tape.stored_bytes},
                               {"saved_dense_bytes", tape.dense_bytes},
                               {"peak_tensor_bytes", memory_stats().peak_bytes},

@@ -60,10 +60,11 @@ def razor_step(razor, model, batch, threads, steps, warmup, extra=()):
     return run_json(razor_cmd(razor, model, batch, threads, steps, warmup, extra))
 
 
-def torch_cmd(model, batch, threads, steps, warmup, seed=0, image_size=32):
+def torch_cmd(model, batch, threads, steps, warmup, seed=0, image_size=32, extra=()):
+    """extra: --from FILE, --classes K, --freeze-bn (the fine-tuning step of bench/finetune_vs_torch.py)."""
     return [sys.executable, os.path.abspath(__file__), "--torch-worker", "--model", model, "--batch", str(batch),
             "--threads", str(threads), "--steps", str(steps), "--warmup", str(warmup), "--seed", str(seed),
-            "--image-size", str(image_size)]
+            "--image-size", str(image_size)] + list(extra)
 
 
 def torch_step(model, batch, threads, steps, warmup, seed=0):
@@ -121,7 +122,7 @@ def write_between_markers(path, key, text):
     os.replace(path + ".tmp", path)
 
 
-def torch_model(name, image_size, cifar_models):
+def torch_model(name, image_size, cifar_models, classes=10):
     """The PyTorch twin of razor's `name`: the CIFAR zoo's from scripts/fixtures/ops_models.py, torchvision's ImageNet
     families (10 classes, as razor bench's default) from torchvision.models; vit_s_16 is torchvision's
     VisionTransformer at ViT-S/16's widths (timm's vit_small_patch16_224 layout), as razor builds it."""
@@ -130,10 +131,22 @@ def torch_model(name, image_size, cifar_models):
     import torchvision
     if name == "vit_s_16":
         return torchvision.models.VisionTransformer(image_size=image_size, patch_size=16, num_layers=12, num_heads=6,
-                                                    hidden_dim=384, mlp_dim=1536, num_classes=10)
+                                                    hidden_dim=384, mlp_dim=1536, num_classes=classes)
     if name.startswith("vit_"):
-        return torchvision.models.__dict__[name](num_classes=10, image_size=image_size)
-    return torchvision.models.__dict__[name](num_classes=10)
+        return torchvision.models.__dict__[name](num_classes=classes, image_size=image_size)
+    return torchvision.models.__dict__[name](num_classes=classes)
+
+
+def replace_head(model, classes):
+    """A fresh nn.Linear head of `classes` outputs in place of the classifier (torchvision's fc, classifier[-1],
+    heads.head), as a fine-tune does."""
+    import torch
+    for parent in reversed(list(model.modules())):
+        for name, child in reversed(list(parent.named_children())):
+            if isinstance(child, torch.nn.Linear):
+                setattr(parent, name, torch.nn.Linear(child.in_features, classes))
+                return
+    raise SystemExit("stepbench.py: the model has no nn.Linear head to replace")
 
 
 def torch_worker(args):
@@ -145,11 +158,26 @@ def torch_worker(args):
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    model = torch_model(args.model, args.image_size, MODELS)
+    if args.from_file:   # a torchvision state dict (bench/finetune_vs_torch.py writes it); head re-initialised below
+        state = torch.load(args.from_file, map_location="cpu")
+        file_classes = [v for k, v in state.items() if k.endswith("weight") and v.dim() == 2][-1].shape[0]
+        model = torch_model(args.model, args.image_size, MODELS, file_classes)
+        model.load_state_dict(state)
+        del state
+    else:
+        model = torch_model(args.model, args.image_size, MODELS)
+    if args.classes != 10 or args.from_file:
+        replace_head(model, args.classes)
     model.train()
-    opt = torch.optim.SGD(model.parameters(), **SGD)
+    if args.freeze_bn:   # as razor's --freeze-bn: eval-mode BN, affine parameters not trained
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.eval()
+                m.weight.requires_grad_(False)
+                m.bias.requires_grad_(False)
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], **SGD)
     x = torch.randn(args.batch, 3, args.image_size, args.image_size)
-    y = torch.randint(0, 10, (args.batch,))
+    y = torch.randint(0, args.classes, (args.batch,))
 
     def step():
         opt.zero_grad(set_to_none=True)
@@ -181,6 +209,7 @@ def torch_worker(args):
         step()
         ms.append(1000 * (time.perf_counter() - t0))
     print(json.dumps({"model": args.model, "batch": args.batch, "threads": torch.get_num_threads(),
+                      "params": sum(p.numel() for p in model.parameters()),
                       "step_ms": statistics.median(ms), "step_ms_min": min(ms), "step_ms_max": max(ms),
                       "img_per_s": args.batch / (statistics.median(ms) / 1000),
                       "saved_bytes": saved[0], "saved_dense_bytes": saved[0],
@@ -219,6 +248,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--image-size", type=int, default=32)
+    ap.add_argument("--classes", type=int, default=10)
+    ap.add_argument("--from", dest="from_file", default="", help="load this torchvision state dict (.pth) first")
+    ap.add_argument("--freeze-bn", action="store_true", help="BatchNorm in eval mode, weight and bias not trained")
     args = ap.parse_args()
     if args.torch_sgemm > 0:
         return torch_sgemm(args)

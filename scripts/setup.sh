@@ -2,7 +2,7 @@
 # scripts/setup.sh -- install what razor needs from Debian 12 (only what is missing), then build it (Release).
 #
 #   bash scripts/setup.sh              # packages + Release build in ./build (-march=native)
-#   bash scripts/setup.sh --bench      # also python3-torch, for the side-by-side benchmarks in bench/
+#   bash scripts/setup.sh --bench      # also PyTorch, torchvision and matplotlib, for the side-by-side benchmarks in bench/
 #   RAZOR_BUILD_DIR=out RAZOR_CMAKE_ARGS="-DRAZOR_NATIVE=OFF" bash scripts/setup.sh
 #
 # Idempotent: a second run installs nothing and rebuilds only what changed.
@@ -13,8 +13,11 @@ packages=(cmake g++ make libeigen3-dev doctest-dev libstb-dev nlohmann-json3-dev
           libcurl4-openssl-dev libssl-dev libarchive-dev dataset-fashion-mnist
           librsvg2-bin)   # rsvg-convert: the tests render every SVG plot to PNG
 # --bench: PyTorch for the side-by-side benchmarks, with OpenBLAS as the system BLAS (Debian's torch otherwise calls the
-# unoptimised reference libblas for F.linear, which would flatter razor).
-if [[ " $* " == *" --bench "* ]]; then packages+=(python3-torch python3-numpy libopenblas0-pthread); fi
+# unoptimised reference libblas for F.linear, which would flatter razor), torchvision for the ImageNet families and
+# matplotlib for the benchmarks' plots.
+if [[ " $* " == *" --bench "* ]]; then
+  packages+=(python3-torch python3-torchvision python3-numpy libopenblas0-pthread python3-matplotlib)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
