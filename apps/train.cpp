@@ -75,7 +75,7 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
     if (!args.parse_or_usage(argv)) return 0;
     const std::string cmd = finetune ? "razor finetune" : "razor train";
     const auto& specs = train_flag_table(finetune).specs();
-    const RunStart start = start_run(cmd, specs, args);
+    RunStart start = start_run(cmd, specs, args);   // its checkpoint's tensors are dropped once restored (below)
     TrainOptions c = read_train_options(args, finetune);
     const train::RunLock lock(cmd, c.run.out);   // one run writes --out at a time, for the whole run
     if (start.resuming) check_resumed_epochs(c, resumed_run(start.resumed).config_json);
@@ -122,6 +122,7 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
     if (finetune && !start.resuming)
         std::printf("%s", pretrained_lines(c.from, load_pretrained(cmd, c.from, *model, pretrained),
                                            data.train.num_classes).c_str());
+    pretrained.model.clear();   // copied into the model: keeping the file's tensors would hold the weights twice
     if (c.freeze_bn)
         std::printf("freeze %lld BatchNorm2d layers (eval mode, weight and bias not trained)\n",
                     static_cast<long long>(freeze_batchnorm(*model)));
@@ -174,6 +175,10 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
         }
         train::check_resumed_optimizer(r.train_state, r.train_metadata, *opt,
                                        r.folder + "/" + train::kTrainStateFile);
+        // Restored into the model and the optimizer: holding the checkpoint's tensors for the whole run would keep a
+        // second copy of the weights and the optimizer state resident.
+        start.resumed.model.clear();
+        start.resumed.train_state.clear();
     }
 
     nlohmann::json config = run_config(specs, args);
