@@ -15,6 +15,8 @@
 //          ("compact" rows: VR-PGE's kept channel counts at keep 0.5, not multiples of 16)
 //   linear ViT-tiny (d 192, 128 x 65 = 8320 tokens) and an MLP at batch 128: y = x W^T (NT), gx = gy W (NN),
 //          gW = gy^T x (TN), one product split over --threads threads by the engine.
+//          vit_b_16 at batch 8 (1576 tokens, d 768) the same way.
+//   square 2048 x 2048 x 2048 NN, the usual sgemm yardstick, split like the linear rows.
 //   attn   one head's scores (65 x 64) . (64 x 65)^T and values (65 x 65) . (65 x 64), single-threaded.
 //
 //   razor_gemm_bench [--threads N] [--reps R] [--filter SUBSTRING] [--cpu-time]
@@ -94,8 +96,14 @@ std::vector<Case> cases() {
     lin("vit proj 192->192", 8320, 192, 192);
     lin("vit fc1 192->768", 8320, 192, 768);
     lin("vit fc2 768->192", 8320, 768, 192);
+    // vit_b_16 at batch 8 (d 768, 8 x 197 = 1576 tokens)
+    lin("vit_b qkv 768->2304", 1576, 768, 2304);
+    lin("vit_b fc1 768->3072", 1576, 768, 3072);
+    lin("vit_b fc2 3072->768", 1576, 3072, 768);
     lin("mlp 3072->1024", 128, 3072, 1024);
     lin("mlp 1024->1024", 128, 1024, 1024);
+    // the classic sgemm yardstick
+    list.push_back({"square", "2048^3", false, false, 2048, 2048, 2048, 0.f, false});
     list.push_back({"attn", "scores 65x64 . 64x65^T", false, true, 65, 65, 64, 0.f, true});
     list.push_back({"attn", "values 65x65 . 65x64", false, false, 65, 64, 65, 0.f, true});
     return list;

@@ -169,7 +169,8 @@ TEST_CASE("gemm_rows: A or B given by row addresses (overlapping windows) equals
     };
     for (GemmEngine engine : engines()) {
       if (engine == GemmEngine::Eigen) continue;
-      for (Size s : {Size{5, 37, 9}, Size{17, 100, 300}, Size{8, 48, 256}, Size{1, 1, 1}, Size{33, 130, 70}}) {
+      for (Size s : {Size{5, 37, 9}, Size{17, 100, 300}, Size{8, 48, 256}, Size{1, 1, 1}, Size{33, 130, 70},
+                   Size{20, 150, 40}}) {
         for (int tb = 0; tb < 2; ++tb) {
             INFO("engine ", std::string(gemm_engine_name(engine)), " M ", s.M, " N ", s.N, " K ", s.K, " trans_b ", tb);
             const int64_t rows = tb ? s.N : s.K, len = tb ? s.K : s.N;   // B stored (rows, len)
