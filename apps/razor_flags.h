@@ -10,7 +10,7 @@
 //   --razor         0 (dense)     ratio 0.9                     the dense tape unless asked; 0.9 is the paper's r
 //   --razor-values  fp32          values / norm_values F32      same
 //   --razor-gelu    d4            gelu DenseF16                 4-bit derivative code: smaller, trains like fp16
-//   --razor-bn      dense         prune_batch_norm_inputs false same (razored BN inputs diverged: ResNet-20, r 0.9)
+//   --razor-bn      dense         batch_norm Dense              same (razored BN inputs diverged: ResNet-20, r 0.9)
 //   --razor-attn    int8          attention Razored             razored Q, K, V, P cost the vit_tiny fine-tune 2.0
 //                                                               points (5 seeds); dense int8 trains like dense
 #pragma once
@@ -36,8 +36,8 @@ const FlagTable<RazorFlags>& razor_flag_family();
 // The save policy of those flags: nullptr (the dense tape) for R = 0, else a RazorSavePolicy with ratio R whose
 // razored items (conv/linear inputs, BN/LN inputs) keep V values, and whose GELU input is kept as G: d4 (4-bit
 // derivative code), fp16 (dense fp16, the reference), fp32 (dense), int8 (dense per-sample int8) or razored (pruned
-// like the rest). B: train-mode BatchNorm inputs dense or razored (the segmentation variant; see
-// sparse/razor_policy.h). A: matmul operands and softmax outputs (attention's Q, K, V, P) dense int8, razored (the
+// like the rest). B: train-mode BatchNorm inputs dense, f16 (dense fp16), int8 (dense int8 with a per-channel code)
+// or razored (the segmentation variant); see BatchNormSave in sparse/razor_policy.h. A: matmul operands and softmax outputs (attention's Q, K, V, P) dense int8, razored (the
 // reference) or dense fp32; see AttentionSave. Throws naming the flag for R outside [0, 1) or an unknown V, G, B, A.
 std::shared_ptr<const SavePolicy> razor_policy_from_flags(const std::string& command, const RazorFlags& flags);
 

@@ -164,7 +164,7 @@ TEST_CASE("razor CLI: attention operands default to dense int8, other items to t
     REQUIRE(razor != nullptr);
     CHECK(razor->config().attention == sparse::AttentionSave::DenseI8);
     CHECK(razor->config().gelu == sparse::GeluSave::Derivative4);
-    CHECK_FALSE(razor->config().prune_batch_norm_inputs);
+    CHECK(razor->config().batch_norm == sparse::BatchNormSave::Dense);
     CHECK(sparse::RazorConfig{}.attention == sparse::AttentionSave::Razored);   // the library keeps the reference's
 }
 
@@ -182,7 +182,9 @@ TEST_CASE("razor bench --razor: the dense bench's JSON fields, with the razor ta
     CHECK(j["saved_bytes"].get<int64_t>() * 3 < j["saved_dense_bytes"].get<int64_t>());
     CHECK_THROWS_WITH_AS(test::run_command(apps::run_bench, {"--razor-values", "bf16"}), Contains("bf16"), Error);
     CHECK_THROWS_WITH_AS(test::run_command(apps::run_bench, {"--razor-bn", "sparse"}),
-                         Contains("--razor-bn must be one of dense | razored; got 'sparse'"), Error);
+                         Contains("--razor-bn must be one of dense | f16 | int8 | razored; got 'sparse'"), Error);
+    CHECK_THROWS_WITH_AS(test::run_command(apps::run_bench, {"--razor-bn", "fp16"}),
+                         Contains("got 'fp16'; did you mean 'f16'?"), Error);
     CHECK_THROWS_WITH_AS(test::run_command(apps::run_bench, {"--razor-attn", "fp16"}),
                          Contains("--razor-attn must be one of razored | int8 | fp32; got 'fp16'"), Error);
 }

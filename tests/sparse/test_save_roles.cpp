@@ -71,7 +71,7 @@ Tensor made_up_op(const Tensor& x, SaveRole role) {
 
 TEST_CASE("save roles: every activation of every zoo model is covered by an explicit Back Razor decision") {
     RazorConfig config;
-    config.prune_batch_norm_inputs = true;   // every rule that can prune, pruning
+    config.batch_norm = BatchNormSave::Razored;   // every rule that can prune, pruning
     for (const std::string& name : models::model_names()) {
         INFO("model " << name);
         const models::ModelOptions options = small_options(name);
