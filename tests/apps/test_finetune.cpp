@@ -180,6 +180,19 @@ TEST_CASE("razor bench --razor: the dense bench's JSON fields, with the razor ta
     CHECK(j["razor_values"] == "fp16");
     CHECK(j["save_policy"].get<std::string>().rfind("razor r=0.90 values=f16", 0) == 0);
     CHECK(j["saved_bytes"].get<int64_t>() * 3 < j["saved_dense_bytes"].get<int64_t>());
+    // The peak RSS split (apps/bench.cpp split_peak): the tape part is the stored peak, the parts are non-negative and
+    // add up to the peak RSS, or more where a residual part was floored at 0.
+    const json& split = j["rss_split"];
+    int64_t parts = 0;
+    for (const char* key : {"model_state", "tape", "transient", "allocator_cache", "other"}) {
+        REQUIRE_MESSAGE(split.contains(key), key);
+        CHECK(split[key].get<int64_t>() >= 0);
+        parts += split[key].get<int64_t>();
+    }
+    CHECK(split["tape"] == j["saved_bytes"]);
+    CHECK(split["model_state"].get<int64_t>() >= 3 * 4 * j["params"].get<int64_t>());   // weights, grads, momentum
+    CHECK(parts >= j["peak_rss_bytes"].get<int64_t>());
+    MESSAGE("lenet5 b4 split: " << split.dump() << ", peak RSS " << j["peak_rss_bytes"]);
     CHECK_THROWS_WITH_AS(test::run_command(apps::run_bench, {"--razor-values", "bf16"}), Contains("bf16"), Error);
     CHECK_THROWS_WITH_AS(test::run_command(apps::run_bench, {"--razor-bn", "sparse"}),
                          Contains("--razor-bn must be one of dense | f16 | int8 | razored; got 'sparse'"), Error);

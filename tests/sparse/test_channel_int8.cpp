@@ -153,7 +153,9 @@ TEST_CASE("channel int8 / fp16 BN inputs: gbeta exact, ggamma and gx within the 
 
     for (const bool relu : {false, true}) {
         for (const BatchNormSave mode : {BatchNormSave::ChannelI8, BatchNormSave::DenseF16}) {
-            INFO((relu ? "batch_norm_relu" : "batch_norm") << ", bn inputs " << batch_norm_save_name(mode));
+            const std::string what = std::string(relu ? "batch_norm_relu" : "batch_norm") + ", bn inputs " +
+                                     batch_norm_save_name(mode);
+            INFO(what);
             const BnRun dense = run_bn(x, w, b, g, relu, std::make_shared<DenseSavePolicy>());
             RazorConfig config;
             config.batch_norm = mode;
@@ -196,7 +198,7 @@ TEST_CASE("channel int8 / fp16 BN inputs: gbeta exact, ggamma and gx within the 
                 moved += err > slack;
                 worst = std::max(worst, err / (bound + slack));
             }
-            MESSAGE("worst gx error / bound " << worst);
+            MESSAGE(what << ": worst gx error / bound " << worst);
             CHECK(bad_gw == 0);
             CHECK(bad_gx == 0);
             CHECK(moved > 0);   // the coded copy was really used
@@ -220,7 +222,7 @@ TEST_CASE("channel int8 / fp16 BN inputs: the tape holds exactly the hand-counte
     };
     for (const Case& k : {Case{BatchNormSave::ChannelI8, 544}, Case{BatchNormSave::DenseF16, 1024},
                           Case{BatchNormSave::Dense, 2048}}) {
-        INFO("bn inputs " << batch_norm_save_name(k.mode));
+        INFO("bn inputs " << std::string(batch_norm_save_name(k.mode)));
         RazorConfig config;
         config.batch_norm = k.mode;
         const BnRun r = run_bn(x, w, b, g, true, std::make_shared<RazorSavePolicy>(config));
