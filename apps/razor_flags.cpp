@@ -35,7 +35,7 @@ const FlagTable<RazorFlags>& razor_flag_family() {
                                                    .real("razor", "0", kRazorHelp, &RazorFlags::ratio)
                                                    .text("razor-values", "fp32", kRazorValuesHelp, &RazorFlags::values)
                                                    .text("razor-gelu", "d4", kRazorGeluHelp, &RazorFlags::gelu)
-                                                   .text("razor-bn", "dense", kRazorBnHelp, &RazorFlags::bn)
+                                                   .text("razor-bn", "int8", kRazorBnHelp, &RazorFlags::bn)
                                                    .text("razor-attn", "int8", kRazorAttnHelp, &RazorFlags::attn);
     return table;
 }

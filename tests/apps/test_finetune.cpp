@@ -164,7 +164,8 @@ TEST_CASE("razor CLI: attention operands default to dense int8, other items to t
     REQUIRE(razor != nullptr);
     CHECK(razor->config().attention == sparse::AttentionSave::DenseI8);
     CHECK(razor->config().gelu == sparse::GeluSave::Derivative4);
-    CHECK(razor->config().batch_norm == sparse::BatchNormSave::Dense);
+    CHECK(razor->config().batch_norm == sparse::BatchNormSave::ChannelI8);   // docs/experiments/2026-12-02-bn-inputs.md
+    CHECK(sparse::RazorConfig{}.batch_norm == sparse::BatchNormSave::Dense);
     CHECK(sparse::RazorConfig{}.attention == sparse::AttentionSave::Razored);   // the library keeps the reference's
 }
 
