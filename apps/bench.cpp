@@ -7,7 +7,8 @@
 // untimed steps (first-touch allocations, thread start-up), each of --steps steps is timed on its own and the median
 // is reported. Memory figures: saved_bytes / saved_dense_bytes are the tape accounting's peak within a step (what the
 // tape stored, and what a dense tape would have stored); peak_tensor_bytes is the tracking allocator's peak over the
-// timed steps (weights, gradients, optimizer state, activations, tape); peak_rss_bytes is the process's VmHWM.
+// timed steps (weights, gradients, optimizer state, activations, tape); os_bytes what the allocator holds from the
+// OS at the end (live blocks and its cache); peak_rss_bytes is the process's VmHWM, and rss_split splits it (below).
 //
 // The steps are the training loop's own (train/steps.h: DenseStep, VrpgeStep), timed on one synthetic batch.
 // --keep K times one VR-PGE phase-A iteration instead (train/vrpge_trainer.h; both sampled passes, estimator, joint
@@ -75,6 +76,42 @@ const FlagTable<BenchOptions>& bench_flags() {
     return table;
 }
 
+// The process peak, split (each part in bytes; they add up to peak_rss_bytes when no part is floored):
+//   model_state      parameters, buffers, gradients and optimizer state (SGD's momentum): alive across steps
+//   tape             the tape's stored peak within a step
+//   transient        the rest of the tensor peak: forward outputs not yet consumed, gradients in flight, backward's
+//                    unpacked copies and workspaces. Gradients are dropped at each step's start (zero_grad sets them
+//                    to none), so at the tensor peak some are not alive yet: model_state counts them all, and
+//                    transient is low by as much, at most the parameter bytes
+//   allocator_cache  what the caching allocator holds from the OS beyond the tensor peak: cached free blocks and the
+//                    rounding of blocks up to their size class (core/allocator.h). os_bytes changes only when a block
+//                    comes from or goes back to the OS; with none in the timed steps (timed_os_allocations 0, and
+//                    os_bytes the same at their start and end) it is constant, so this is exact; otherwise the
+//                    larger of the two readings is used
+//   other            what the process holds outside tensor storage: code, libraries, thread stacks, Eigen's GEMM
+//                    packing buffers, std::vector temporaries, and whatever an earlier phase (model construction, the
+//                    warm-up) left resident: peak RSS minus the allocator's bytes, floored at 0
+struct PeakSplit {
+    int64_t model_state = 0, tape = 0, transient = 0, allocator_cache = 0, other = 0;
+};
+
+PeakSplit split_peak(const nn::Module& model, const optim::Optimizer& opt, int64_t tape_peak, int64_t os_bytes) {
+    PeakSplit s;
+    for (const Tensor& p : model.parameters()) {
+        s.model_state += static_cast<int64_t>(p.nbytes());
+        if (p.grad().defined()) s.model_state += static_cast<int64_t>(p.grad().nbytes());
+    }
+    for (const auto& [name, b] : model.named_buffers()) s.model_state += static_cast<int64_t>(b.nbytes());
+    for (const auto& [key, t] : opt.state_dict())
+        if (!key.starts_with("param_groups.")) s.model_state += static_cast<int64_t>(t.nbytes());
+    const int64_t peak = memory_stats().peak_bytes;
+    s.tape = tape_peak;
+    s.transient = std::max<int64_t>(0, peak - s.model_state - s.tape);
+    s.allocator_cache = std::max<int64_t>(0, os_bytes - peak);
+    s.other = std::max<int64_t>(0, peak_rss_bytes() - std::max(os_bytes, peak));
+    return s;
+}
+
 int bench(const BenchOptions& o) {
     const int64_t batch = o.batch, steps = o.steps, warmup = o.warmup, classes = o.input.classes;
     if (batch < 1 || steps < 1 || warmup < 0 || o.threads < 0 || classes < 1)
@@ -134,8 +171,11 @@ int bench(const BenchOptions& o) {
     TapeTotals tape;
     train::TapeMeter meter;
     int64_t os_allocations_at_warm = 0;   // tensor blocks the caching allocator had to take from the OS
+    int64_t os_bytes_at_warm = 0;         // what it held from the OS when the timed steps began
     for (int64_t s = 0; s < warmup + steps; ++s) {
-        if (s == warmup) reset_peak_memory(), os_allocations_at_warm = memory_stats().os_allocations;
+        if (s == warmup)
+            reset_peak_memory(), os_allocations_at_warm = memory_stats().os_allocations,
+                                 os_bytes_at_warm = memory_stats().os_bytes;
         meter.begin_step();
         const auto t0 = std::chrono::steady_clock::now();
         const train::StepResult r = step->run(b);
@@ -146,6 +186,7 @@ int bench(const BenchOptions& o) {
         flops_ratio += r.metric("flops_ratio") / steps;
         tape = train::larger(tape, meter.end_step());
     }
+    const PeakSplit split = split_peak(*model, opt, tape.stored_bytes, std::max(os_bytes_at_warm, memory_stats().os_bytes));
     std::vector<double> sorted = ms;
     std::sort(sorted.begin(), sorted.end());
     const size_t n = sorted.size();
@@ -170,7 +211,14 @@ int bench(const BenchOptions& o) {
                               {"peak_tensor_bytes", memory_stats().peak_bytes},
                               {"timed_os_allocations", memory_stats().os_allocations - os_allocations_at_warm},
                               {"cached_bytes", memory_stats().cached_bytes},
+                              {"os_bytes", memory_stats().os_bytes},
                               {"peak_rss_bytes", peak_rss_bytes()},
+                              {"rss_split",
+                               {{"model_state", split.model_state},
+                                {"tape", split.tape},
+                                {"transient", split.transient},
+                                {"allocator_cache", split.allocator_cache},
+                                {"other", split.other}}},
                               {"build", build_type()},
                               {"razor", o.razor.ratio},
                               {"razor_values", o.razor.values},
@@ -208,7 +256,11 @@ int bench(const BenchOptions& o) {
                 format_bytes(memory_stats().peak_bytes).c_str(),
                 static_cast<long long>(memory_stats().os_allocations - os_allocations_at_warm),
                 format_bytes(memory_stats().cached_bytes).c_str());
-    std::printf("  peak RSS            %s\n", format_bytes(peak_rss_bytes()).c_str());
+    std::printf("  peak RSS            %s = model state %s + tape %s + transient %s + allocator cache %s + "
+                "other %s\n",
+                format_bytes(peak_rss_bytes()).c_str(), format_bytes(split.model_state).c_str(),
+                format_bytes(split.tape).c_str(), format_bytes(split.transient).c_str(),
+                format_bytes(split.allocator_cache).c_str(), format_bytes(split.other).c_str());
     return 0;
 }
 

@@ -1,8 +1,12 @@
 // apps/razor_flags.cpp -- see razor_flags.h.
 #include "apps/razor_flags.h"
 
+#include <algorithm>
 #include <map>
+#include <utility>
+#include <vector>
 
+#include "apps/suggest.h"
 #include "core/check.h"
 #include "sparse/razor_policy.h"
 
@@ -17,7 +21,8 @@ const char* const kRazorGeluHelp =
     "Back Razor: GELU input kept as d4 (4-bit derivative code) | fp16 (dense, the reference) | fp32 | int8 | razored";
 
 const char* const kRazorBnHelp =
-    "Back Razor: train-mode BatchNorm inputs kept dense (exact BN backward) | razored (smaller; unstable at r >= 0.9)";
+    "Back Razor: train-mode BatchNorm inputs kept dense (fp32, exact BN backward) | f16 (dense fp16, half) | int8 "
+    "(dense int8, one scale per channel, a quarter) | razored (smallest; unstable at r >= 0.9)";
 
 const char* const kRazorAttnHelp =
     "Back Razor: matmul operands and softmax outputs (attention Q, K, V, P) kept as int8 (dense int8; a ViT fine-tune "
@@ -30,7 +35,7 @@ const FlagTable<RazorFlags>& razor_flag_family() {
                                                    .real("razor", "0", kRazorHelp, &RazorFlags::ratio)
                                                    .text("razor-values", "fp32", kRazorValuesHelp, &RazorFlags::values)
                                                    .text("razor-gelu", "d4", kRazorGeluHelp, &RazorFlags::gelu)
-                                                   .text("razor-bn", "dense", kRazorBnHelp, &RazorFlags::bn)
+                                                   .text("razor-bn", "int8", kRazorBnHelp, &RazorFlags::bn)
                                                    .text("razor-attn", "int8", kRazorAttnHelp, &RazorFlags::attn);
     return table;
 }
@@ -53,9 +58,20 @@ std::shared_ptr<const SavePolicy> razor_policy_from_flags(const std::string& com
     if (g == gelu_modes.end())
         throw Error(fmt(command, ": --razor-gelu must be one of d4 | fp16 | fp32 | int8 | razored; got '", flags.gelu,
                         "'; hint: fp16 is the reference's choice, d4 the smallest"));
-    if (flags.bn != "dense" && flags.bn != "razored")
-        throw Error(fmt(command, ": --razor-bn must be one of dense | razored; got '", flags.bn,
-                        "'; hint: dense keeps BatchNorm's backward exact"));
+    const std::vector<std::pair<std::string, sparse::BatchNormSave>> bn_modes = {
+        {"dense", sparse::BatchNormSave::Dense},
+        {"f16", sparse::BatchNormSave::DenseF16},
+        {"int8", sparse::BatchNormSave::ChannelI8},
+        {"razored", sparse::BatchNormSave::Razored}};
+    auto bn = std::find_if(bn_modes.begin(), bn_modes.end(), [&](const auto& m) { return m.first == flags.bn; });
+    if (bn == bn_modes.end()) {
+        std::vector<std::string> names;
+        for (const auto& m : bn_modes) names.push_back(m.first);
+        const std::string near = nearest_name(flags.bn, names);
+        throw Error(fmt(command, ": --razor-bn must be one of dense | f16 | int8 | razored; got '", flags.bn, "'",
+                        near.empty() ? "" : "; did you mean '" + near + "'?",
+                        "; hint: dense keeps BatchNorm's backward exact, int8 is a quarter of its size"));
+    }
     const std::map<std::string, sparse::AttentionSave> attention_modes = {
         {"razored", sparse::AttentionSave::Razored}, {"int8", sparse::AttentionSave::DenseI8},
         {"fp32", sparse::AttentionSave::Dense}};
@@ -65,7 +81,7 @@ std::shared_ptr<const SavePolicy> razor_policy_from_flags(const std::string& com
                         "'; hint: int8 keeps attention's input gradients close to dense at a quarter of fp32"));
     if (ratio == 0) return nullptr;
     sparse::RazorConfig config;
-    config.prune_batch_norm_inputs = flags.bn == "razored";
+    config.batch_norm = bn->second;
     config.ratio = ratio;
     config.values = v->second;
     config.norm_values = v->second;

@@ -10,7 +10,10 @@
 //   --razor         0 (dense)     ratio 0.9                     the dense tape unless asked; 0.9 is the paper's r
 //   --razor-values  fp32          values / norm_values F32      same
 //   --razor-gelu    d4            gelu DenseF16                 4-bit derivative code: smaller, trains like fp16
-//   --razor-bn      dense         prune_batch_norm_inputs false same (razored BN inputs diverged: ResNet-20, r 0.9)
+//   --razor-bn      int8          batch_norm Dense              per-channel int8 BN inputs: the tape 4.9x below dense
+//                                                               (1.7x with them dense), same accuracy (3 seeds, docs/
+//                                                               experiments/2026-12-02-bn-inputs.md); razored ones
+//                                                               diverged (ResNet-20, r 0.9)
 //   --razor-attn    int8          attention Razored             razored Q, K, V, P cost the vit_tiny fine-tune 2.0
 //                                                               points (5 seeds); dense int8 trains like dense
 #pragma once
@@ -26,7 +29,7 @@ namespace razor::apps {
 // The Back Razor flags as given: --razor R --razor-values V --razor-gelu G --razor-bn B --razor-attn A.
 struct RazorFlags {
     double ratio = 0;
-    std::string values = "fp32", gelu = "d4", bn = "dense", attn = "int8";
+    std::string values = "fp32", gelu = "d4", bn = "int8", attn = "int8";
 };
 
 // The family's table: --razor, --razor-values, --razor-gelu, --razor-bn, --razor-attn with the defaults above. Its
@@ -36,8 +39,8 @@ const FlagTable<RazorFlags>& razor_flag_family();
 // The save policy of those flags: nullptr (the dense tape) for R = 0, else a RazorSavePolicy with ratio R whose
 // razored items (conv/linear inputs, BN/LN inputs) keep V values, and whose GELU input is kept as G: d4 (4-bit
 // derivative code), fp16 (dense fp16, the reference), fp32 (dense), int8 (dense per-sample int8) or razored (pruned
-// like the rest). B: train-mode BatchNorm inputs dense or razored (the segmentation variant; see
-// sparse/razor_policy.h). A: matmul operands and softmax outputs (attention's Q, K, V, P) dense int8, razored (the
+// like the rest). B: train-mode BatchNorm inputs dense, f16 (dense fp16), int8 (dense int8 with a per-channel code)
+// or razored (the segmentation variant); see BatchNormSave in sparse/razor_policy.h. A: matmul operands and softmax outputs (attention's Q, K, V, P) dense int8, razored (the
 // reference) or dense fp32; see AttentionSave. Throws naming the flag for R outside [0, 1) or an unknown V, G, B, A.
 std::shared_ptr<const SavePolicy> razor_policy_from_flags(const std::string& command, const RazorFlags& flags);
 

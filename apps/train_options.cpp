@@ -65,8 +65,9 @@ FlagTable<TrainOptions> make_table(bool finetune) {
         .set_help("out", "run folder: last/, best/ checkpoints, log.jsonl, curves.svg");
     if (finetune) {
         t.set_default("lr", "0.01").set_default("sched", "cosine");
-        t.set_help("razor-bn", "Back Razor: train-mode BatchNorm inputs kept dense (exact BN backward) | razored "
-                   "(smaller; unstable at r >= 0.9); --freeze-bn saves nothing for BN");
+        t.set_help("razor-bn", "Back Razor: train-mode BatchNorm inputs kept dense (fp32, exact BN backward) | f16 "
+                   "(dense fp16, half) | int8 (dense int8, one scale per channel, a quarter) | razored (smallest; "
+                   "unstable at r >= 0.9); --freeze-bn saves nothing for BN");
         t.boolean("freeze-bn", "BatchNorm layers in eval mode: running statistics frozen, weight and bias not trained, "
                   "nothing saved for backward", &O::freeze_bn);
     }

@@ -302,7 +302,7 @@ int main(int argc, char** argv) {
     sv.push_back({"razor r=" + std::to_string(ratio).substr(0, 4) + " f32, conv/linear inputs only",
                   std::make_shared<RazorSavePolicy>(RazorConfig{.ratio = ratio}), {}, {}});
     sv.push_back({"razor r=" + std::to_string(ratio).substr(0, 4) + " f32, conv/linear + BN inputs",
-                  std::make_shared<RazorSavePolicy>(RazorConfig{.ratio = ratio, .prune_batch_norm_inputs = true}), {}, {}});
+                  std::make_shared<RazorSavePolicy>(RazorConfig{.ratio = ratio, .batch_norm = BatchNormSave::Razored}), {}, {}});
     for (int rep = 0; rep < steps + 1; ++rep) {
         for (StepVariant& v : sv) {
             for (Tensor& p : net.params) p.zero_grad();

@@ -10,7 +10,7 @@
 # Environment: MODEL (resnet20 | vit_tiny | any zoo model, SGD recipe), DATA (CIFAR-10 binary folder), OUT (runs
 # folder), PRE_EPOCHS, FT_EPOCHS, THREADS, SEED, STEPS (steps per epoch, 0 = all), FT_STEPS (the same for the
 # fine-tunes; default STEPS), RATIOS (the fine-tunes' r values, default "0 0.9 0.97"), FREEZE_BN (1: --freeze-bn,
-# CNNs; the reference CNN's mode), RAZOR_BN (dense | razored: train-mode BN inputs, see docs/back-razor.md),
+# CNNs; the reference CNN's mode), RAZOR_BN (dense | f16 | int8 | razored: train-mode BN inputs, see docs/back-razor.md),
 # RAZOR_ATTN (int8 | razored | fp32: attention's Q, K, V, P; int8 by default), VALUES (fp32 | fp16 | int8), RAZOR (the razor binary). Re-running skips a finished stage; a stopped stage resumes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +26,7 @@ STEPS=${STEPS:-0}
 FT_STEPS=${FT_STEPS:-$STEPS}
 RATIOS=${RATIOS:-0 0.9 0.97}
 FREEZE_BN=${FREEZE_BN:-0}
-RAZOR_BN=${RAZOR_BN:-dense}
+RAZOR_BN=${RAZOR_BN:-int8}
 RAZOR_ATTN=${RAZOR_ATTN:-int8}
 VALUES=${VALUES:-fp32}
 RAZOR=${RAZOR:-./build/razor}

@@ -2,6 +2,7 @@
 // docs: docs/back-razor.md.
 #pragma once
 
+#include "sparse/channel_int8.h"
 #include "sparse/dense_coded.h"
 #include "sparse/fp16.h"
 #include "sparse/gelu_code.h"

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/check.h"
+#include "sparse/channel_int8.h"
 #include "sparse/dense_coded.h"
 #include "sparse/gelu_code.h"
 
@@ -36,6 +37,16 @@ const char* attention_save_name(AttentionSave mode) {
     return "?";
 }
 
+const char* batch_norm_save_name(BatchNormSave mode) {
+    switch (mode) {
+        case BatchNormSave::Dense: return "dense";
+        case BatchNormSave::DenseF16: return "dense-f16";
+        case BatchNormSave::ChannelI8: return "channel-i8";
+        case BatchNormSave::Razored: return "razored";
+    }
+    return "?";
+}
+
 const char* gelu_save_name(GeluSave mode) {
     switch (mode) {
         case GeluSave::DenseF16: return "dense-f16";
@@ -58,7 +69,8 @@ std::string RazorSavePolicy::name() const {
     const char* norm = value_codec_name(config_.norm_values);
     std::snprintf(buf, sizeof buf, "razor r=%.2f values=%s ln=%s bn=%s gelu=%s ties=%s", config_.ratio,
                   value_codec_name(config_.values), config_.prune_layer_norm_inputs ? norm : "dense",
-                  config_.prune_batch_norm_inputs ? norm : "dense", gelu_save_name(config_.gelu),
+                  config_.batch_norm == BatchNormSave::Razored ? norm : batch_norm_save_name(config_.batch_norm),
+                  gelu_save_name(config_.gelu),
                   tie_mode_name(config_.ties));
     std::string out = buf;
     if (config_.attention != AttentionSave::Razored) out += fmt(" attn=", attention_save_name(config_.attention));
@@ -111,10 +123,20 @@ RazorSavePolicy::Decision RazorSavePolicy::decide(const SaveSite& site) const {
     switch (rule) {
         case Rule::Operand: d.form = Form::Razored; break;
         case Rule::LayerNorm:
-        case Rule::BatchNorm:
-            if (!(rule == Rule::LayerNorm ? config_.prune_layer_norm_inputs : config_.prune_batch_norm_inputs)) return d;
+            if (!config_.prune_layer_norm_inputs) return d;
             d.form = Form::Razored;
             d.options.values = m.values.value_or(config_.norm_values);
+            break;
+        case Rule::BatchNorm:
+            switch (config_.batch_norm) {
+                case BatchNormSave::Dense: return d;
+                case BatchNormSave::DenseF16: d.form = Form::DenseF16, d.options.values = ValueCodec::F16; break;
+                case BatchNormSave::ChannelI8: d.form = Form::ChannelI8, d.options.values = ValueCodec::I8; break;
+                case BatchNormSave::Razored:
+                    d.form = Form::Razored;
+                    d.options.values = m.values.value_or(config_.norm_values);
+                    break;
+            }
             break;
         case Rule::Attention:
             switch (config_.attention) {
@@ -191,6 +213,10 @@ std::unique_ptr<SavedTensor> RazorSavePolicy::pack(const Tensor& t, const SaveSi
         case Form::DenseF16: return pack_dense_coded(t, ValueCodec::F16);
         case Form::DenseI8: return pack_dense_coded(t, ValueCodec::I8);
         case Form::GeluCode: return GeluDerivativeCode::pack(t);
+        // A BN input (a conv's output) is saved by its BN alone: nothing to share, so no deduplication.
+        case Form::ChannelI8:
+            if (t.dim() >= 2) return ChannelInt8Tensor::pack(t);
+            break;
         case Form::Dense: break;
     }
     return std::make_unique<DenseSaved>(t, std::string(site.op), site.role != SaveRole::Parameter);

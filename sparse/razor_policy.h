@@ -14,7 +14,8 @@
 //   WeightGradOperand  conv2d x, linear x          razored (bitmap + `values`)          gW approximate; gx, gb exact
 //   InputGradOperand   matmul a, b; softmax y      per `attention`: razored (bitmap + `values`; input gradients
 //                                                  approximate), dense int8, or dense
-//   BatchNormInput     batch_norm(_relu) x         dense by default (see prune_batch_norm_inputs); opt-in razored
+//   BatchNormInput     batch_norm(_relu) x         per `batch_norm`: dense (the default), dense fp16, dense int8
+//                                                  with a per-channel code (sparse/channel_int8.h), or razored
 //                                                  (bitmap + `norm_values`, the segmentation variant)
 //   LayerNormInput     layer_norm x                razored (bitmap + `norm_values`; prune_layer_norm_inputs = false:
 //                                                  dense)
@@ -76,6 +77,24 @@ enum class AttentionSave : uint8_t {
 };
 const char* attention_save_name(AttentionSave mode);
 
+// How train-mode BatchNorm inputs are kept. BN's backward reads x_hat = (x - mean_c) rstd_c at every element, for
+// its *input* gradient as well as gamma's: gx = w rstd (gm - mean(gm) - x_hat mean(gm x_hat)). An error in x_hat
+// therefore reaches every earlier layer, and compounds through the blocks. mean_c and rstd_c are always saved
+// exact (SaveRole::Statistics), from the true x.
+enum class BatchNormSave : uint8_t {
+    Dense,       // dense fp32: exact (4 bytes/element)
+    DenseF16,    // dense fp16 (sparse/dense_coded.h), 2 bytes/element: |x_hat error| <= |x| rstd_c 2^-11 (the
+                 // relative rounding of fp16; grows with |mean_c| / std_c)
+    ChannelI8,   // dense int8, one affine code per channel over the batch (sparse/channel_int8.h), 1 byte/element
+                 // + 8 per channel: |x_hat error| <= (max_c - min_c) rstd_c / 510, about 0.017 (razor extension)
+    // Razored (as BackRazor_Seg) perturbs x_hat at every pruned position: x_hat_s = -mean_c rstd_c there.
+    // Measured (docs/back-razor.md "Transfer"): fine-tuning a CIFAR ResNet-20 at r = 0.9 diverged (loss 20 in the
+    // first epoch, 43.5 % test accuracy against 91.0 % dense). The reference CNN freezes BN instead (eval mode: BN
+    // saves nothing; `--freeze-bn`).
+    Razored,
+};
+const char* batch_norm_save_name(BatchNormSave mode);   // "dense", "dense-f16", "channel-i8", "razored"
+
 struct RazorModuleConfig {
     std::optional<double> ratio = {};     // r for this module's razored items
     std::optional<ValueCodec> values = {}; // value codec for this module's razored items (norm inputs included)
@@ -89,12 +108,7 @@ struct RazorConfig {
     TieMode ties = TieMode::Razor;               // Reference only to reproduce the reference's numbers
     GeluSave gelu = GeluSave::DenseF16;
     bool prune_layer_norm_inputs = true;         // razor layer_norm inputs (the reference ViT; false: dense)
-    // Train-mode batch_norm inputs stay dense unless this is set. Razoring them (as BackRazor_Seg does) perturbs BN's
-    // *input* gradient, not only gγ: gx = γ·rstd·(g − mean(g) − x̂_s·mean(g·x̂_s)) with x̂_s = −μ·rstd at pruned
-    // positions, and the error compounds through every block. Measured (docs/back-razor.md "Transfer"): fine-tuning
-    // a CIFAR ResNet-20 at r = 0.9 diverged (loss 20 in the first epoch, 43.5 % test accuracy against 91.0 % dense).
-    // The reference CNN freezes BN instead (eval mode: BN saves nothing; `--freeze-bn`).
-    bool prune_batch_norm_inputs = false;
+    BatchNormSave batch_norm = BatchNormSave::Dense;   // train-mode batch_norm inputs (see BatchNormSave)
     AttentionSave attention = AttentionSave::Razored;   // matmul operands and softmax outputs
     bool dedup = true;                           // share one copy between saves of the same tensor
     std::map<std::string, RazorModuleConfig> modules = {};   // per module-path-prefix overrides
@@ -104,14 +118,15 @@ class RazorSavePolicy final : public SavePolicy {
 public:
     explicit RazorSavePolicy(RazorConfig config = {});
 
-    // "razor r=0.90 values=f32 ln=f32 bn=dense gelu=dense-f16 ties=razor (+2 module overrides)"
+    // "razor r=0.90 values=f32 ln=f32 bn=dense gelu=dense-f16 ties=razor (+2 module overrides)"; bn= is dense,
+    // dense-f16, channel-i8, or the razored inputs' value codec (f32, f16, i8)
     std::string name() const override;
     std::unique_ptr<SavedTensor> pack(const Tensor& t, const SaveSite& site) const override;
 
     const RazorConfig& config() const { return config_; }
 
     // What this policy would do with an item at `site` (exposed for reports and tests).
-    enum class Form : uint8_t { Dense, Razored, DenseF16, DenseI8, GeluCode };
+    enum class Form : uint8_t { Dense, Razored, DenseF16, DenseI8, GeluCode, ChannelI8 };
     struct Decision {
         Form form = Form::Dense;
         bool covered = false;       // a case of decide() handled the role (false only for a role without a case)

@@ -27,7 +27,8 @@
 // about 5.5 % (quiet machine).
 //
 // Saves (batch_norm_relu saves exactly what batch_norm followed by relu saves, so tape accounting is unchanged):
-//   training=true   x as SaveRole::BatchNormInput (Back Razor may prune it) and per-channel mean and rstd as
+//   training=true   x as SaveRole::BatchNormInput (Back Razor may keep it as fp16, per-channel int8 or razored:
+//                   BatchNormSave in sparse/razor_policy.h; backward unpacks it to fp32) and per-channel mean and rstd as
 //                   SaveRole::Statistics (dense fp32, 2 floats per channel), computed from the true x. Backward
 //                   recomputes x_hat = (x - mean) * rstd from them (back-razor.md §6.3), so a razored x works
 //                   unchanged. weight by reference (SaveRole::Parameter, 0 bytes) when x needs a gradient.

@@ -164,7 +164,8 @@ TEST_CASE("razor CLI: attention operands default to dense int8, other items to t
     REQUIRE(razor != nullptr);
     CHECK(razor->config().attention == sparse::AttentionSave::DenseI8);
     CHECK(razor->config().gelu == sparse::GeluSave::Derivative4);
-    CHECK_FALSE(razor->config().prune_batch_norm_inputs);
+    CHECK(razor->config().batch_norm == sparse::BatchNormSave::ChannelI8);   // docs/experiments/2026-12-02-bn-inputs.md
+    CHECK(sparse::RazorConfig{}.batch_norm == sparse::BatchNormSave::Dense);
     CHECK(sparse::RazorConfig{}.attention == sparse::AttentionSave::Razored);   // the library keeps the reference's
 }
 
@@ -180,9 +181,24 @@ TEST_CASE("razor bench --razor: the dense bench's JSON fields, with the razor ta
     CHECK(j["razor_values"] == "fp16");
     CHECK(j["save_policy"].get<std::string>().rfind("razor r=0.90 values=f16", 0) == 0);
     CHECK(j["saved_bytes"].get<int64_t>() * 3 < j["saved_dense_bytes"].get<int64_t>());
+    // The peak RSS split (apps/bench.cpp split_peak): the tape part is the stored peak, the parts are non-negative and
+    // add up to the peak RSS, or more where a residual part was floored at 0.
+    const json& split = j["rss_split"];
+    int64_t parts = 0;
+    for (const char* key : {"model_state", "tape", "transient", "allocator_cache", "other"}) {
+        REQUIRE_MESSAGE(split.contains(key), key);
+        CHECK(split[key].get<int64_t>() >= 0);
+        parts += split[key].get<int64_t>();
+    }
+    CHECK(split["tape"] == j["saved_bytes"]);
+    CHECK(split["model_state"].get<int64_t>() >= 3 * 4 * j["params"].get<int64_t>());   // weights, grads, momentum
+    CHECK(parts >= j["peak_rss_bytes"].get<int64_t>());
+    MESSAGE("lenet5 b4 split: " << split.dump() << ", peak RSS " << j["peak_rss_bytes"]);
     CHECK_THROWS_WITH_AS(test::run_command(apps::run_bench, {"--razor-values", "bf16"}), Contains("bf16"), Error);
     CHECK_THROWS_WITH_AS(test::run_command(apps::run_bench, {"--razor-bn", "sparse"}),
-                         Contains("--razor-bn must be one of dense | razored; got 'sparse'"), Error);
+                         Contains("--razor-bn must be one of dense | f16 | int8 | razored; got 'sparse'"), Error);
+    CHECK_THROWS_WITH_AS(test::run_command(apps::run_bench, {"--razor-bn", "fp16"}),
+                         Contains("got 'fp16'; did you mean 'f16'?"), Error);
     CHECK_THROWS_WITH_AS(test::run_command(apps::run_bench, {"--razor-attn", "fp16"}),
                          Contains("--razor-attn must be one of razored | int8 | fp32; got 'fp16'"), Error);
 }

@@ -69,7 +69,7 @@ TEST_CASE("razor models: a whole ResNet-20 and vit_tiny step at r = 0 (fp32 valu
     RazorConfig lossless;
     lossless.ratio = 0.0;
     lossless.gelu = GeluSave::Razored;   // the default dense-fp16 GELU input is lossy; r = 0 razored is not
-    lossless.prune_batch_norm_inputs = true;   // the razored BN path too (dense by default)
+    lossless.batch_norm = BatchNormSave::Razored;   // the razored BN path too (dense by default)
     const auto razor = std::make_shared<RazorSavePolicy>(lossless);
     const auto dense = std::make_shared<DenseSavePolicy>();
     for (const std::string name : {"resnet20", "vit_tiny"}) {
@@ -86,7 +86,7 @@ TEST_CASE("razor models: a whole ResNet-20 and vit_tiny step at r = 0 (fp32 valu
 TEST_CASE("razor models: at r = 0.9 the loss is bit-identical and the tape is several times smaller") {
     RazorConfig config;
     config.ratio = 0.9;
-    config.prune_batch_norm_inputs = true;   // with BN inputs dense (the default) resnet20's tape shrinks ~1.8x
+    config.batch_norm = BatchNormSave::Razored;   // with BN inputs dense (the default) resnet20's tape shrinks ~1.8x
     const auto razor = std::make_shared<RazorSavePolicy>(config);
     const auto dense = std::make_shared<DenseSavePolicy>();
     for (const std::string name : {"resnet20", "vit_tiny"}) {
@@ -130,7 +130,7 @@ TEST_CASE("razor models: the dense-equivalent is the dense tape itself, for ever
     RazorConfig fp32, int8, bn;
     fp32.ratio = int8.ratio = bn.ratio = 0.9;
     int8.values = ValueCodec::I8;
-    bn.prune_batch_norm_inputs = true;
+    bn.batch_norm = BatchNormSave::Razored;
     for (const std::string& name : models::model_names()) {
         INFO("model " << name);
         const TapeTotals dense = forward_tape(name, std::make_shared<DenseSavePolicy>());

@@ -121,7 +121,7 @@ Conv2dOptions pad1() {
 // ------------------------------------------------------------------------------------------- r = 0: lossless
 
 TEST_CASE("razor policy: r = 0 with fp32 values gives gradients bit-identical to the dense tape") {
-    const auto lossless = razor_policy({.ratio = 0.0, .gelu = GeluSave::Razored, .prune_batch_norm_inputs = true});
+    const auto lossless = razor_policy({.ratio = 0.0, .gelu = GeluSave::Razored, .batch_norm = BatchNormSave::Razored});
 
     SUBCASE("conv2d (stride 1 and 2; 8x8 maps batched per GEMM, 16x16 on padded planes)") {
         for (int64_t stride : {1, 2, 0}) {   // 0: stride 1 on 16x16
@@ -296,7 +296,7 @@ TEST_CASE("razor policy: layer_norm at r = 0.9 reproduces the reference pitfall 
 TEST_CASE("razor policy: gradients on the pruned input match the PyTorch reference recipe (fixture backrazor)") {
     SafeTensors fx = load_fixture("backrazor");
     auto& t = fx.tensors;
-    const auto policy = razor_policy({.ratio = 0.9, .prune_batch_norm_inputs = true});
+    const auto policy = razor_policy({.ratio = 0.9, .batch_norm = BatchNormSave::Razored});
     {
         Tensor x = leaf(t.at("linear.x")), W = leaf(t.at("linear.W")), b = leaf(t.at("linear.b"));
         Tensor y;
@@ -372,7 +372,7 @@ TEST_CASE("razor policy: masks, indices, statistics and parameters are kept as t
     Tensor x = Tensor::randn({4, 3, 8, 8}, gen);
     Tensor labels = Tensor::from_vector_i64({4}, {1, 2, 3, 4});
     auto loss = [&] { return cross_entropy(net(x), labels); };
-    const Result r = run(razor_policy({.ratio = 0.9, .prune_batch_norm_inputs = true}), net.parameters(), loss);
+    const Result r = run(razor_policy({.ratio = 0.9, .batch_norm = BatchNormSave::Razored}), net.parameters(), loss);
     CHECK(find_record(r, "conv2d", "x", "0")->format == "bitmap+f32 r=0.90");
     // by default a train-mode BN keeps its input dense (an exact BN backward; sparse/razor_policy.h says why)
     CHECK(find_record(run(razor_policy({.ratio = 0.9}), net.parameters(), loss), "batch_norm", "x", "1")->format ==
@@ -591,7 +591,7 @@ TEST_CASE("razor policy: tape of a ResNet-ish toy at r = 0.9 is >= 7x smaller fo
     Tensor labels = Tensor::from_vector_i64({8}, {0, 1, 2, 3, 4, 5, 6, 7});
     auto f = [&] { return net(x, labels); };
     const Result d = run(dense_policy(), net.params, f);
-    const Result r = run(razor_policy({.ratio = 0.9, .prune_batch_norm_inputs = true}), net.params, f);
+    const Result r = run(razor_policy({.ratio = 0.9, .batch_norm = BatchNormSave::Razored}), net.params, f);
     CHECK(bit_equal(r.out, d.out));   // the loss is bit-identical: the forward is dense
 
     int64_t dense_pruned = 0, razor_pruned = 0, razor_total = 0, predicted = 0;

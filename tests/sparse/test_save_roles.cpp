@@ -71,7 +71,7 @@ Tensor made_up_op(const Tensor& x, SaveRole role) {
 
 TEST_CASE("save roles: every activation of every zoo model is covered by an explicit Back Razor decision") {
     RazorConfig config;
-    config.prune_batch_norm_inputs = true;   // every rule that can prune, pruning
+    config.batch_norm = BatchNormSave::Razored;   // every rule that can prune, pruning
     for (const std::string& name : models::model_names()) {
         INFO("model " << name);
         const models::ModelOptions options = small_options(name);
@@ -116,6 +116,7 @@ TEST_CASE("save roles: an op no policy knows by name gets its role's decision") 
     config.ratio = 0.8;
     config.attention = AttentionSave::DenseI8;
     config.gelu = GeluSave::Derivative4;
+    config.batch_norm = BatchNormSave::ChannelI8;
     const auto policy = std::make_shared<RazorSavePolicy>(config);
     for (SaveRole role : kActivationRoles) {
         INFO("role " << save_role_name(role));
@@ -131,7 +132,7 @@ TEST_CASE("save roles: an op no policy knows by name gets its role's decision") 
     // On the tape: the made-up op's item is stored as its role says; the gradient is unaffected (y = 2 x).
     const std::map<SaveRole, std::string> expected = {
         {SaveRole::WeightGradOperand, "bitmap+f32 r=0.80"}, {SaveRole::InputGradOperand, "dense+i8"},
-        {SaveRole::BatchNormInput, "dense"},                {SaveRole::LayerNormInput, "bitmap+f32 r=0.80"},
+        {SaveRole::BatchNormInput, "channel+i8"},                {SaveRole::LayerNormInput, "bitmap+f32 r=0.80"},
         {SaveRole::GeluInput, "gelu-d4"},                   {SaveRole::PointwiseOperand, "dense"},
         {SaveRole::LossOperand, "dense"}};
     Generator gen(5);
