@@ -56,6 +56,7 @@ CheckpointInputs read_checkpoint_inputs(const std::string& command, const train:
     in.val_split = number("val_split", 0);
     in.val_seed = static_cast<uint64_t>(number("val_seed", 0));
     for (double w : numbers("widths")) in.widths.push_back(static_cast<int64_t>(w));
+    in.depth = static_cast<int64_t>(number("depth", 0));
     return in;
 }
 
@@ -66,7 +67,7 @@ std::shared_ptr<nn::Module> model_from_checkpoint(const std::string& command, co
     auto model = is_demo_model(name)
                      ? make_demo_model(name, classes, in.in_channels, in.image_size, demo_hidden(ck.model_metadata, 256), gen)
                      : models::make_model(name, classes, gen, {.in_channels = in.in_channels, .image_size = in.image_size,
-                                                               .widths = in.widths});
+                                                               .depth = in.depth, .widths = in.widths});
     try {
         model->load_state_dict(ck.model);
     } catch (const Error& e) {

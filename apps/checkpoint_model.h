@@ -1,7 +1,8 @@
 // apps/checkpoint_model.h -- what razor eval and razor predict read from a checkpoint's metadata to rebuild and feed
-// its model with nothing else given: the model name and sub-network widths, the class names, the preprocessing
-// (resolution, eval crop, interpolation, mean/std) and where its data lies. The keys are written by
-// train::model_metadata (train/data_splits.h). docs: docs/cli.md "razor eval", "razor predict".
+// its model with nothing else given: the model name, sub-network widths and ViT depth, the class names, the
+// preprocessing (resolution, eval crop, interpolation, mean/std) and where its data lies. The keys are written by
+// train::model_metadata (train/data_splits.h); "depth" by razor finetune from a ViT file cut to fewer blocks
+// (apps/train.cpp). docs: docs/cli.md "razor eval", "razor predict".
 #pragma once
 
 #include <memory>
@@ -37,6 +38,7 @@ struct CheckpointInputs {
     double val_split = 0;
     uint64_t val_seed = 0;
     std::vector<int64_t> widths;               // a sparse-train subnetwork's per-conv widths
+    int64_t depth = 0;                         // a ViT's transformer blocks; 0: not recorded (the default, 12)
 };
 
 // The metadata of `ck`, checked: a malformed number names its key. `command` prefixes messages.

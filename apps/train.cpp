@@ -70,6 +70,17 @@ void check_resumed_data(const std::string& cmd, const Checkpoint& r, const train
                         "--image-size ", size->second));
 }
 
+// The ViT depth a resumed checkpoint records (0 when it records none: the model's default).
+int64_t recorded_depth(const std::string& cmd, const Checkpoint& r) {
+    const auto it = r.model_metadata.find("depth");
+    if (it == r.model_metadata.end()) return 0;
+    const std::vector<double> v = train::parse_number_list(cmd, "depth (checkpoint metadata)", it->second);
+    if (v.size() != 1 || v[0] < 1 || v[0] != static_cast<double>(static_cast<int64_t>(v[0])))
+        throw Error(fmt(cmd, ": checkpoint metadata depth in ", r.folder, " is '", it->second, "'; expected one whole "
+                        "number >= 1; hint: the metadata was edited or damaged"));
+    return static_cast<int64_t>(v[0]);
+}
+
 int run_training(const std::vector<std::string>& argv, bool finetune) {
     Args args = train_args(finetune);
     if (!args.parse_or_usage(argv)) return 0;
@@ -85,11 +96,14 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
     SavePolicyGuard save_policy(razor_policy_from_flags(cmd, c.razor));
     // Fine-tuning starts from --from (a resumed run from its own checkpoint); --model defaults to the checkpoint's.
     Checkpoint pretrained;
-    int64_t depth = 0;   // a ViT file cut to fewer blocks
+    // A ViT file cut to fewer blocks (0: the model's default): read off --from's keys, recorded in the checkpoint's
+    // metadata ("depth") so that --resume, razor eval and predict rebuild the same model.
+    int64_t depth = start.resuming ? recorded_depth(cmd, start.resumed) : 0;
     if (finetune && (!start.resuming || c.model.empty())) {
         pretrained = train::open_checkpoint(c.from, true);
         const PretrainedModel m = pretrained_model(cmd, c.from, c.model, pretrained);
-        c.model = m.name, depth = m.depth;
+        c.model = m.name;
+        if (!start.resuming) depth = m.depth;
         for (const auto& [key, value] : m.preprocessing) pretrained.model_metadata.try_emplace(key, value);
     }
     apply_threads(cmd, c.run.threads);
@@ -185,6 +199,7 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
     config["model"] = c.model;   // finetune: resolved from the checkpoint when not given
     auto meta = train::model_metadata(c.model, c.data.dataset, data);
     if (finetune) meta["finetuned_from"] = c.from;
+    if (depth > 0) meta["depth"] = fmt(depth);
 
     // ---- outputs: the log keeps the epochs the checkpoint holds; the curves go next to it ----
     const fs::path log_dir = fs::path(c.log).parent_path();

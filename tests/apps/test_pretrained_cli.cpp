@@ -57,6 +57,19 @@ TEST_CASE("razor finetune --from a timm ViT at another image size: model inferre
     CHECK(v.metadata.at("model") == "vit_s_16");   // from the keys: --model was not given
     CHECK(v.tensors.at("encoder.pos_embedding").shape() == Shape{1, 5, 384});
     CHECK(v.tensors.at("heads.head.weight").shape() == Shape{2, 384});
+    CHECK(v.metadata.at("depth") == "1");   // the file's block count, which the model name alone does not give
+
+    // razor eval rebuilds the 1-block model from the run's metadata alone (12 blocks would not fit its keys)
+    const nlohmann::json e = nlohmann::json::parse(test::capture_stdout(
+        [&] { test::run_command(apps::run_eval, {"--checkpoint", tmp / "v", "--threads", "1", "--json"}); }));
+    CHECK(e["images"].get<int64_t>() == 4);   // the fake test split's cats and dogs
+    // and so does --resume: a 2-epoch run stopped after epoch 1 continues from its checkpoint (--from not reopened)
+    run_ok(apps::run_finetune, {"--from", vit, "--data", d, "--classes", "cat,dog", "--batch", "8", "--epochs", "2",
+                                "--steps-per-epoch", "1", "--threads", "1", "--eval-batch", "10", "--stop-after", "1",
+                                "--out", tmp / "r"});
+    run_ok(apps::run_finetune, {"--resume", tmp / "r", "--data", d, "--threads", "1"});
+    CHECK(test::read_jsonl(tmp / "r/log.jsonl").size() == 2);
+    CHECK(load_safetensors(tmp / "r/last/model.safetensors").metadata.at("depth") == "1");
 
     // the same class count: the head loads too (load_pretrained itself, as razor finetune calls it)
     train::Checkpoint ck;
