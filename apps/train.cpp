@@ -187,6 +187,9 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
         if (c.freeze_bn) freeze_batchnorm(*model);   // evaluate() switched the whole model back to train()
     };
     hooks.evaluate = [&](int64_t) {
+        // The last step's gradients are not used again (every step starts with zero_grad): dropped now, evaluation's
+        // activations take their memory instead of adding to it.
+        opt->zero_grad();
         return train::evaluate(*model, eval_set, eval_tf, c.run.eval_batch,
                                {.max_batches = c.run.eval_steps, .progress = data.eval_split()});
     };

@@ -100,6 +100,7 @@ TrainOptions read_train_options(const Args& args, bool finetune) {
     TrainOptions c = train_flag_table(finetune).read(args);
     c.finetune = finetune;
     if (!finetune) c.wd_all = true;   // razor train's recipes decay every parameter (PyTorch's CIFAR scripts)
+    if (c.run.eval_batch == 0) c.run.eval_batch = c.batch;   // evaluation holds no tape: below training's memory
     c.command = finetune ? "razor finetune" : "razor train";
     const std::string& cmd = c.command;
     const OptimiserFlags& o = c.optimiser;

@@ -216,6 +216,8 @@ TEST_CASE("razor finetune: linear probe at --head-lr-mult, groups recorded, bit-
     for (const auto& [key, t] : probe.train_state)
         if (key.find("momentum_buffer") != std::string::npos)
             CHECK_MESSAGE(key.rfind("optimizer.linear.", 0) == 0, key);   // no state for frozen parameters
+    // evaluation in batches of --batch: one batch (--eval-steps 1) scores 8 images
+    CHECK(test::read_jsonl(tmp / "probe/log.jsonl")[0]["test_images"] == 8);
 
     // timm's weight decay split with a head group and a frozen stage: stopped after epoch 1 and resumed, it is the
     // run never stopped, bit for bit
