@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "apps/freeze.h"
 #include "core/check.h"
 #include "models/pretrained.h"
 #include "nn/batchnorm.h"
@@ -111,6 +112,18 @@ int64_t freeze_batchnorm(nn::Module& model) {
         ++count;
     });
     return count;
+}
+
+TrainableParameters trainable_parameters(const TrainOptions& c, nn::Module& model) {
+    TrainableParameters t;
+    if (c.freeze_bn)
+        t.lines += fmt("freeze ", freeze_batchnorm(model), " BatchNorm2d layers (eval mode, weight and bias not "
+                       "trained)\n");
+    if (!c.freeze.empty() || !c.train_only.empty())
+        t.lines += freeze_line(apply_freeze(c.command, model, c.freeze, c.train_only)) + "\n";
+    t.groups = plan_param_groups(model, c.finetune ? classifier_head(model) : "", c.head_lr_mult, c.wd_all);
+    if (c.finetune) t.lines += "groups " + groups_text(t.groups, c.optimiser) + "\n";
+    return t;
 }
 
 }  // namespace razor::apps

@@ -6,7 +6,8 @@
 // affine parameters not trained). docs: docs/back-razor.md "razor finetune", docs/cli.md.
 //
 // The command itself is razor train's (apps/train.cpp on train/fit.h): the same flags, checkpoints, resume, log and
-// plot, plus --from and --freeze-bn, and fine-tuning defaults (apps/train_options.h).
+// plot, plus --from, --freeze-bn, --freeze, --train-only, --head-lr-mult, --wd-all, and fine-tuning defaults
+// (apps/train_options.h).
 #pragma once
 
 #include <map>
@@ -14,8 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "train/checkpoint.h"
+#include "apps/param_groups.h"
+#include "apps/train_options.h"
 #include "nn/module.h"
+#include "train/checkpoint.h"
 
 namespace razor::apps {
 
@@ -64,5 +67,14 @@ std::string pretrained_lines(const std::string& source, const PretrainedLoad& r,
 // "Saves:"). Idempotent; call it again after anything that switches the model back to train(). Returns the number of
 // BatchNorm2d layers.
 int64_t freeze_batchnorm(nn::Module& model);
+
+// What razor train and finetune train: --freeze-bn, --train-only and --freeze applied to `model` (apps/freeze.h),
+// then the optimiser's groups over the parameters left trainable (apps/param_groups.h; razor train: one group of
+// every parameter). `lines`: what was frozen and the groups, for the start-up output ("" when nothing to say).
+struct TrainableParameters {
+    std::vector<GroupPlan> groups;
+    std::string lines;
+};
+TrainableParameters trainable_parameters(const TrainOptions& options, nn::Module& model);
 
 }  // namespace razor::apps

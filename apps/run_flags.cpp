@@ -60,7 +60,8 @@ const FlagTable<RunFlags>& run_flag_family() {
                   true)
             .integer("eval-every", "1", "evaluate on the test set every N epochs and after the last (0 = never)",
                      &F::eval_every, true)
-            .integer("eval-batch", "500", "images per evaluation batch", &F::eval_batch, true)
+            .integer("eval-batch", "0", "images per evaluation batch (0 = --batch: evaluation, which keeps no tape, "
+                     "then needs less memory than a training step)", &F::eval_batch, true)
             .integer("eval-steps", "0", "evaluate on at most N batches of --eval-batch (0 = the whole test set; for "
                      "quick runs)", &F::eval_steps, true)
             .integer("steps-per-epoch", "0", "stop each epoch after N steps (0 = the whole training set; for quick "
@@ -151,7 +152,7 @@ void check_run_flags(const std::string& command, const RunFlags& f) {
     require(command, f.threads <= kMaxThreads, "threads", f.threads, fmt("<= ", kMaxThreads));
     require(command, f.seed >= 0, "seed", f.seed, ">= 0");
     require(command, f.eval_every >= 0, "eval-every", f.eval_every, ">= 0");
-    require(command, f.eval_batch >= 1, "eval-batch", f.eval_batch, ">= 1");
+    require(command, f.eval_batch >= 0, "eval-batch", f.eval_batch, ">= 0 (0 = --batch)");
     require(command, f.eval_steps >= 0, "eval-steps", f.eval_steps, ">= 0 (0 = the whole test set)");
     require(command, f.steps_per_epoch >= 0, "steps-per-epoch", f.steps_per_epoch, ">= 0 (0 = the whole set)");
     require(command, f.stop_after >= 0, "stop-after", f.stop_after, ">= 0 (0 = off)");

@@ -26,7 +26,8 @@ struct DataFlags {
 struct RunFlags {
     std::string out, resume;
     bool overwrite = false, skip_nonfinite = false;
-    int64_t stop_after = 0, threads = 0, seed = 0, eval_every = 1, eval_batch = 500, steps_per_epoch = 0, save_every = 0;
+    int64_t stop_after = 0, threads = 0, seed = 0, eval_every = 1, eval_batch = 0, steps_per_epoch = 0, save_every = 0;
+    // eval_batch 0: the command's --batch (its options reader resolves it)
     int64_t eval_steps = 0;   // at most this many evaluation batches (0 = the whole test set)
 };
 

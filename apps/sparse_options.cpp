@@ -54,7 +54,8 @@ Args sparse_args() {
 
 SparseOptions read_sparse_options(const Args& args) {
     const std::string cmd = "razor sparse-train";
-    const SparseOptions o = sparse_flag_table().read(args);
+    SparseOptions o = sparse_flag_table().read(args);
+    if (o.run.eval_batch == 0) o.run.eval_batch = o.batch;   // evaluation holds no tape: below training's memory
     require(cmd, o.keep > 0 && o.keep <= 1, "keep", o.keep, "in (0, 1]");
     require(cmd, o.epochs >= 0, "epochs", o.epochs, ">= 0");
     require(cmd, o.epochs <= kMaxEpochs, "epochs", o.epochs, fmt("<= ", kMaxEpochs));

@@ -27,6 +27,7 @@
 #include "apps/commands.h"
 #include "apps/threads.h"
 #include "apps/finetune.h"
+#include "apps/param_groups.h"
 #include "apps/resume.h"
 #include "apps/train_options.h"
 #include "core/core.h"
@@ -43,32 +44,6 @@ namespace fs = std::filesystem;
 using train::Checkpoint;
 
 namespace {
-
-// --epochs may change on resume only for schedules not laid out over all epochs.
-void check_resumed_epochs(const TrainOptions& c, const std::string& config_json) {
-    const auto stored = train::parse_run_config(config_json, fmt(c.command, ": ", c.run.resume));
-    const std::string& sched = c.schedule.sched;
-    if (stored.count("epochs") && !same_flag_value(stored.at("epochs"), fmt(c.epochs)) &&
-        (sched == "onecycle" || sched == "cosine"))
-        throw Error(fmt(c.command, ": --epochs ", c.epochs, " differs from the resumed run's ", stored.at("epochs"),
-                        ", and the ", sched, " schedule is laid out over all epochs; hint: keep --epochs, or use "
-                        "--sched step/multistep/none to extend a run"));
-}
-
-// A resumed run trains on what its checkpoint learned: the same classes, in the same label order, at the same size.
-void check_resumed_data(const std::string& cmd, const Checkpoint& r, const train::DataSplits& data) {
-    const std::vector<std::string> stored = train::metadata_class_names(r.model_metadata);
-    if (!stored.empty() && !data.train.classes.empty() && stored != data.train.classes)
-        throw Error(fmt(cmd, ": ", data.train.name, " has the classes ", train::join_names(data.train.classes),
-                        " but the resumed checkpoint ", r.folder, " was trained on ", train::join_names(stored),
-                        " (labels are positions in this list); expected the same classes in the same order; hint: "
-                        "pass the --data and --classes the run was started with"));
-    const auto size = r.model_metadata.find("image_size");
-    if (size != r.model_metadata.end() && size->second != fmt(data.image_size))
-        throw Error(fmt(cmd, ": the resumed checkpoint ", r.folder, " was trained at ", size->second, " px, but ",
-                        data.train.name, " gives ", data.image_size, " px; expected the same size; hint: pass "
-                        "--image-size ", size->second));
-}
 
 // The ViT depth a resumed checkpoint records (0 when it records none: the model's default).
 int64_t recorded_depth(const std::string& cmd, const Checkpoint& r) {
@@ -117,12 +92,12 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
     const Shape image = {data.train.image_shape()[0], data.image_size, data.image_size};   // (C, H, W) the model sees
     const data::ImageDataset& eval_set = data.eval_set();
     std::printf("data   %s: %lld train, %lld val, %lld test images, %lld classes; %s at %lld px (eval crop_pct %g, "
-                "%s), normalise mean (%s) std (%s); evaluating on %s\n",
+                "%s), normalise mean (%s) std (%s); evaluating on %s (%s)\n",
                 c.data.dataset.c_str(), static_cast<long long>(data.train.size()), static_cast<long long>(data.val.size()),
                 static_cast<long long>(data.test.size()), static_cast<long long>(data.train.num_classes),
                 data::augment_name(augment_of(c.data)).c_str(), static_cast<long long>(data.image_size), data.crop_pct,
                 data::interpolation_name(data.interpolation).c_str(), train::join_floats(data.mean).c_str(),
-                train::join_floats(data.std).c_str(), eval_set.name.c_str());
+                train::join_floats(data.std).c_str(), data.eval_split().c_str(), eval_set.name.c_str());
     if (start.resuming) check_resumed_data(cmd, start.resumed, data);
     data::DataLoader loader = train::train_loader(data, augment_of(c.data), c.batch, c.run.seed, c.data.workers);
     const data::TransformPtr eval_tf = data::eval_transform(data.preprocess());
@@ -137,13 +112,9 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
         std::printf("%s", pretrained_lines(c.from, load_pretrained(cmd, c.from, *model, pretrained),
                                            data.train.num_classes).c_str());
     pretrained.model.clear();   // copied into the model: keeping the file's tensors would hold the weights twice
-    if (c.freeze_bn)
-        std::printf("freeze %lld BatchNorm2d layers (eval mode, weight and bias not trained)\n",
-                    static_cast<long long>(freeze_batchnorm(*model)));
-    optim::NamedParameters trained;   // all but frozen ones
-    for (const auto& [name, p] : model->named_parameters())
-        if (p.requires_grad()) trained.emplace_back(name, p);
-    auto opt = make_optimizer(c.optimiser, trained);
+    const TrainableParameters trainable = trainable_parameters(c, *model);   // frozen ones have no optimiser state
+    std::printf("%s", trainable.lines.c_str());
+    auto opt = make_optimizer(c.optimiser, trainable.groups);
     auto sched = make_scheduler(c, *opt, spe);
     const OptimiserFlags& o = c.optimiser;
     std::printf("model  %s: %lld parameters (%s)\n", c.model.c_str(), static_cast<long long>(model->num_parameters()),
@@ -160,6 +131,7 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
                          .skip_nonfinite = c.run.skip_nonfinite,
                          .eval = {.every = c.run.eval_every, .last = c.run.eval_every > 0,
                                   .at_stop = c.run.eval_every > 0},
+                         .eval_split = data.eval_split(),   // best/ is chosen on it: val when there is one
                          .stop_at = c.run.stop_after < c.epochs ? c.run.stop_after : 0, .out = c.run.out,
                          .save_every = c.run.save_every, .save_best = true};
     if (start.resuming) {
@@ -171,6 +143,7 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
                             e.what()));
         }
         const std::string where = r.folder + "/" + train::kTrainStateFile;
+        check_resumed_groups(cmd, r.train_state, r.train_metadata, trainable.groups, where);
         const train::ResumePoint p = train::restore_train_state(r.train_state, where, *opt, sched.get(), gen);
         fo.start = {.epoch = p.epoch, .global_step = p.step, .best_acc = p.best_test_acc, .best_epoch = p.best_epoch,
                     .partial = train::read_epoch_progress(r.train_state, where, spe)};
@@ -222,7 +195,8 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
                       curves_path);
     // The checkpoint at a position of the loop (fit() adds its fit.* entries and writes it).
     auto state = [&](const train::FitPosition& p) {
-        return train::dense_checkpoint(p, {*model, meta, *opt, sched.get(), gen, c.run.seed, config.dump()});
+        return train::dense_checkpoint(p, {*model, meta, *opt, sched.get(), gen, c.run.seed, config.dump(),
+                                           groups_record(trainable.groups)});
     };
 
     // ---- the loop ----
@@ -233,8 +207,11 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
         if (c.freeze_bn) freeze_batchnorm(*model);   // evaluate() switched the whole model back to train()
     };
     hooks.evaluate = [&](int64_t) {
+        // The last step's gradients are not used again (every step starts with zero_grad): dropped now, evaluation's
+        // activations take their memory instead of adding to it.
+        opt->zero_grad();
         return train::evaluate(*model, eval_set, eval_tf, c.run.eval_batch,
-                               {.max_batches = c.run.eval_steps, .progress = "test"});
+                               {.max_batches = c.run.eval_steps, .progress = data.eval_split()});
     };
     hooks.line = train::epoch_line;
     hooks.record = train::epoch_json;
@@ -248,9 +225,9 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
                     static_cast<long long>(result.last->epoch), cmd.c_str(), c.run.out.c_str());
     }
     const train::EpochSummary& last = *result.last;
-    std::printf("\nresult  test accuracy %s (best %.2f%% at epoch %lld)  |  %.0f img/s on %d thread%s  |  tape peak %s "
+    std::printf("\nresult  %s accuracy %s (best %.2f%% at epoch %lld)  |  %.0f img/s on %d thread%s  |  tape peak %s "
                 "(dense %s)  |  tensor peak %s  |  peak RSS %s\n",
-                last.eval ? (train::fixed(100 * last.eval->accuracy, 2) + "%").c_str() : "-",
+                data.eval_split().c_str(), last.eval ? (train::fixed(100 * last.eval->accuracy, 2) + "%").c_str() : "-",
                 100 * std::max(result.best_acc, 0.0), static_cast<long long>(result.best_epoch), last.img_per_s,
                 num_threads(), num_threads() == 1 ? "" : "s", format_bytes(result.tape.stored_bytes).c_str(),
                 format_bytes(result.tape.dense_bytes).c_str(), format_bytes(memory_stats().peak_bytes).c_str(),

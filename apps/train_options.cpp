@@ -4,9 +4,9 @@
 #include <cmath>
 #include <filesystem>
 
-#include "optim/adam.h"
-#include "optim/sgd.h"
+#include "apps/resume.h"
 #include "train/data_splits.h"
+#include "train/train_state.h"
 
 namespace razor::apps {
 namespace {
@@ -70,6 +70,14 @@ FlagTable<TrainOptions> make_table(bool finetune) {
                    "unstable at r >= 0.9); --freeze-bn saves nothing for BN");
         t.boolean("freeze-bn", "BatchNorm layers in eval mode: running statistics frozen, weight and bias not trained, "
                   "nothing saved for backward", &O::freeze_bn);
+        t.text("freeze", "", "comma-separated module paths, parameter names or globs (layer1,layer2.*,conv1) whose "
+               "parameters are not trained (requires_grad false: no gradient, no optimiser state)", &O::freeze);
+        t.text("train-only", "", "train only what these patterns select, freeze the rest: fc (linear probe), bias "
+               "(BitFit); a pattern also matches a parameter name's last component", &O::train_only);
+        t.real("head-lr-mult", "1", "the classifier head's lr is --lr times this (its own parameter group)",
+               &O::head_lr_mult);
+        t.boolean("wd-all", "weight decay on every parameter (default: not on biases, norm weights, a ViT's class "
+                  "token and position embedding, as timm)", &O::wd_all);
     }
     return t;
 }
@@ -92,6 +100,8 @@ Args train_args(bool finetune) {
 TrainOptions read_train_options(const Args& args, bool finetune) {
     TrainOptions c = train_flag_table(finetune).read(args);
     c.finetune = finetune;
+    if (!finetune) c.wd_all = true;   // razor train's recipes decay every parameter (PyTorch's CIFAR scripts)
+    if (c.run.eval_batch == 0) c.run.eval_batch = c.batch;   // evaluation holds no tape: below training's memory
     c.command = finetune ? "razor finetune" : "razor train";
     const std::string& cmd = c.command;
     const OptimiserFlags& o = c.optimiser;
@@ -112,6 +122,7 @@ TrainOptions read_train_options(const Args& args, bool finetune) {
     require(cmd, s.gamma > 0 && s.gamma <= 1, "gamma", s.gamma, "in (0, 1]");
     require(cmd, c.label_smoothing >= 0 && c.label_smoothing < 1, "label-smoothing", c.label_smoothing, "in [0, 1)");
     require(cmd, c.clip >= 0, "clip", c.clip, ">= 0 (0 = off)");
+    require(cmd, c.head_lr_mult > 0, "head-lr-mult", c.head_lr_mult, "> 0");
     check_run_flags(cmd, c.run);
     require(cmd, s.step_size >= 1, "step-size", s.step_size, ">= 1");
     require(cmd, c.warmup_epochs >= 0 && c.warmup_epochs < c.epochs, "warmup-epochs", c.warmup_epochs,
@@ -134,18 +145,30 @@ TrainOptions read_train_options(const Args& args, bool finetune) {
     return c;
 }
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const OptimiserFlags& c, const optim::NamedParameters& params) {
-    if (c.opt == "sgd")
-        return std::make_unique<optim::SGD>(
-            params, optim::SGDOptions{.lr = c.lr, .momentum = c.momentum, .weight_decay = c.wd, .nesterov = c.nesterov});
-    if (c.opt == "adam") {
-        optim::AdamOptions o;
-        o.lr = c.lr, o.betas = {c.momentum, 0.999}, o.weight_decay = c.wd;
-        return std::make_unique<optim::Adam>(params, o);
-    }
-    optim::AdamWOptions o;
-    o.lr = c.lr, o.betas = {c.momentum, 0.999}, o.weight_decay = c.wd;
-    return std::make_unique<optim::AdamW>(params, o);
+// --epochs may change on resume only for schedules not laid out over all epochs.
+void check_resumed_epochs(const TrainOptions& c, const std::string& config_json) {
+    const auto stored = train::parse_run_config(config_json, fmt(c.command, ": ", c.run.resume));
+    const std::string& sched = c.schedule.sched;
+    if (stored.count("epochs") && !same_flag_value(stored.at("epochs"), fmt(c.epochs)) &&
+        (sched == "onecycle" || sched == "cosine"))
+        throw Error(fmt(c.command, ": --epochs ", c.epochs, " differs from the resumed run's ", stored.at("epochs"),
+                        ", and the ", sched, " schedule is laid out over all epochs; hint: keep --epochs, or use "
+                        "--sched step/multistep/none to extend a run"));
+}
+
+// A resumed run trains on what its checkpoint learned: the same classes, in the same label order, at the same size.
+void check_resumed_data(const std::string& cmd, const train::Checkpoint& r, const train::DataSplits& data) {
+    const std::vector<std::string> stored = train::metadata_class_names(r.model_metadata);
+    if (!stored.empty() && !data.train.classes.empty() && stored != data.train.classes)
+        throw Error(fmt(cmd, ": ", data.train.name, " has the classes ", train::join_names(data.train.classes),
+                        " but the resumed checkpoint ", r.folder, " was trained on ", train::join_names(stored),
+                        " (labels are positions in this list); expected the same classes in the same order; hint: "
+                        "pass the --data and --classes the run was started with"));
+    const auto size = r.model_metadata.find("image_size");
+    if (size != r.model_metadata.end() && size->second != fmt(data.image_size))
+        throw Error(fmt(cmd, ": the resumed checkpoint ", r.folder, " was trained at ", size->second, " px, but ",
+                        data.train.name, " gives ", data.image_size, " px; expected the same size; hint: pass "
+                        "--image-size ", size->second));
 }
 
 // Every schedule is stepped once per iteration; epochs convert to iterations with `spe` steps per epoch.
@@ -155,7 +178,7 @@ std::unique_ptr<optim::LRScheduler> make_scheduler(const TrainOptions& t, optim:
     const int64_t warmup = std::llround(t.warmup_epochs * spe);
     if (c.sched == "onecycle") {
         optim::OneCycleOptions o;
-        o.max_lr = {t.optimiser.lr};
+        o.max_lr = opt.lrs();   // each group's peak: --lr, the head's --lr x --head-lr-mult
         o.total_steps = total;
         o.pct_start = t.warmup_epochs / t.epochs;
         o.cycle_momentum = false;   // --momentum stays as given (the recipe's Nesterov 0.9)

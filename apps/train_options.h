@@ -1,7 +1,8 @@
 // apps/train_options.h -- the typed options of razor train and razor finetune, built from one flag table: the
 // command's own flags plus the shared families (apps/run_flags.h: data, run folder; apps/razor_flags.h: --razor-*;
 // the optimiser and schedule families here). Fine-tuning is the same table with --from, --freeze-bn and gentler
-// defaults. docs: docs/cli.md "razor train", "razor finetune".
+// defaults, and the fine-tuning controls (--freeze, --train-only, --head-lr-mult, --wd-all; apps/freeze.h,
+// apps/param_groups.h). docs: docs/cli.md "razor train", "razor finetune".
 #pragma once
 
 #include <memory>
@@ -14,6 +15,7 @@
 #include "apps/run_flags.h"
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
+#include "train/checkpoint.h"
 
 namespace razor::apps {
 
@@ -39,6 +41,11 @@ struct TrainOptions {
     int64_t epochs = 30, batch = 128;
     double label_smoothing = 0, clip = 0;
     bool freeze_bn = false;
+    // razor finetune: apps/freeze.h (patterns, comma-separated) and apps/param_groups.h. razor train: none frozen,
+    // one group, every parameter decayed (wd_all), as its CIFAR recipes were measured.
+    std::string freeze, train_only;
+    double head_lr_mult = 1;
+    bool wd_all = false;
     DataFlags data;
     RunFlags run;
     OptimiserFlags optimiser;
@@ -57,9 +64,14 @@ Args train_args(bool finetune);
 // value. On --resume, call with the reconciled flags.
 TrainOptions read_train_options(const Args& args, bool finetune);
 
-// The optimiser of --opt over `params`, and the schedule of --sched for `spe` steps per epoch (nullptr for none):
-// epochs (--warmup-epochs, --milestones, --step-size) convert to iterations.
-std::unique_ptr<optim::Optimizer> make_optimizer(const OptimiserFlags& flags, const optim::NamedParameters& params);
+// On --resume: --epochs may change only for schedules not laid out over all epochs (config_json: the run's
+// recorded flags); the data must have the checkpoint's classes, in its label order, at its image size. Both throw
+// razor::Error naming the flag or the folder and a hint.
+void check_resumed_epochs(const TrainOptions& options, const std::string& config_json);
+void check_resumed_data(const std::string& command, const train::Checkpoint& resumed, const train::DataSplits& data);
+
+// The schedule of --sched for `spe` steps per epoch (nullptr for none): epochs (--warmup-epochs, --milestones,
+// --step-size) convert to iterations; onecycle peaks at each group's own lr (the optimiser: apps/param_groups.h).
 std::unique_ptr<optim::LRScheduler> make_scheduler(const TrainOptions& options, optim::Optimizer& opt, int64_t spe);
 
 }  // namespace razor::apps

@@ -10,7 +10,9 @@ razor's models (scripts/fixtures/ops_models.py). Needs torch and numpy (Debian: 
         holds "input" (N, C, H, W) and razor's eval-mode "logits" (N, classes), as
         `razor eval --checkpoint RUN --save-logits FILE` writes them. The reference runs in float64 from the float32
         weights. A razor sparse-train export (metadata "widths") is loaded into the reference model built with those
-        widths (narrow_model); razor demo's demo-cnn / demo-mlp are defined here (demo_model).
+        widths (narrow_model); razor demo's demo-cnn / demo-mlp are defined here (demo_model). razor's ImageNet
+        models (resnet18/34/50, mobilenet_v2, vit_b_16, vit_s_16: razor finetune of a torchvision or timm file)
+        are compared against torchvision's own definitions (torchvision_model).
 
 Only what Debian ships is used: python3-torch and python3-numpy; safetensors files are read and written by
 scripts/fixtures/safetensors_io.py (json + struct + torch), not by the `safetensors` package.
@@ -121,6 +123,23 @@ def with_classes(model, classes):
     return model
 
 
+TORCHVISION = ("resnet18", "resnet34", "resnet50", "mobilenet_v2", "vit_b_16", "vit_s_16")
+
+
+def torchvision_model(name, classes, meta, state):
+    """torchvision's definition of a razor ImageNet model with `classes` outputs. The ViTs are built from
+    VisionTransformer at the checkpoint's image size, with as many blocks as its keys hold (vit_s_16: ViT-S/16
+    widths, which torchvision does not name)."""
+    import torchvision
+    if not name.startswith("vit"):
+        return getattr(torchvision.models, name)(num_classes=classes)
+    layers = 1 + max(int(k.split(".")[2].rsplit("_", 1)[1]) for k in state if k.startswith("encoder.layers."))
+    hidden = state["class_token"].shape[-1]
+    return torchvision.models.VisionTransformer(image_size=int(meta.get("image_size", "224")), patch_size=16,
+                                                num_layers=layers, num_heads=12 if hidden == 768 else 6,
+                                                hidden_dim=hidden, mlp_dim=4 * hidden, num_classes=classes)
+
+
 def model_file(path):
     """A run folder's weights: last/model.safetensors, else model.safetensors (razor demo writes it at the top)."""
     if not os.path.isdir(path):
@@ -146,20 +165,24 @@ def check(path, model_name, tol, logits_file=None):
         return 2
     meta = metadata(path)
     name = model_name or meta.get("model", "resnet20")
-    if name not in M.MODELS and name not in ("demo-cnn", "demo-mlp"):
-        print(f"check_interop: unknown model '{name}'; expected one of {', '.join(M.MODELS)}, demo-cnn, demo-mlp",
-              file=sys.stderr)
+    if name not in M.MODELS and name not in ("demo-cnn", "demo-mlp") and name not in TORCHVISION:
+        print(f"check_interop: unknown model '{name}'; expected one of {', '.join(M.MODELS)}, demo-cnn, demo-mlp, "
+              f"{', '.join(TORCHVISION)}", file=sys.stderr)
         return 2
     widths = meta.get("widths", "")
     classes = int(meta.get("num_classes", "10"))
+    state = safetensors_io.load(path)
+    label = name
     if name in ("demo-cnn", "demo-mlp"):
         model = demo_model(name, meta)
+    elif name in TORCHVISION:
+        model, label = torchvision_model(name, classes, meta, state), f"{name} (torchvision)"
     elif widths:
         model = narrow_model(name, [int(w) for w in widths.split(",")], classes)
     else:
         model = with_classes(M.MODELS[name](), classes)
     try:
-        model.load_state_dict(safetensors_io.load(path), strict=True)
+        model.load_state_dict(state, strict=True)
     except RuntimeError as e:
         print(f"check_interop: {path} does not load into the PyTorch {name}: {e}", file=sys.stderr)
         return 2
@@ -175,7 +198,7 @@ def check(path, model_name, tol, logits_file=None):
         return 1
     err = worst_error(io["logits"], ref)
     verdict = "agree" if err <= tol else "DIFFER"
-    print(f"check_interop: {name} from {path}: {len(model.state_dict())} tensors loaded strict; logits {verdict}, "
+    print(f"check_interop: {label} from {path}: {len(model.state_dict())} tensors loaded strict; logits {verdict}, "
           f"worst relative error {err:.2e} (tolerance {tol:g})")
     return 0 if err <= tol else 1
 

@@ -30,6 +30,7 @@ struct DataSplits {
     data::Preprocess preprocess() const { return {image_size, crop_pct, interpolation, mean, std}; }
     // What training evaluates on and best/ is chosen by: the validation split when there is one, else test.
     const data::ImageDataset& eval_set() const { return val.size() > 0 ? val : test; }
+    std::string eval_split() const { return val.size() > 0 ? "val" : "test"; }   // eval_set()'s name
 };
 
 // How load_splits reads and preprocesses (the data flags; razor eval fills them from checkpoint metadata).

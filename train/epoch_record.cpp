@@ -36,6 +36,7 @@ nlohmann::json epoch_json(const EpochSummary& r) {
                         {"rss_bytes", r.rss_bytes}, {"peak_rss_bytes", r.peak_rss_bytes},
                         {"peak_tensor_bytes", r.peak_tensor_bytes}};
     if (r.eval) j["test_acc"] = r.eval->accuracy, j["test_loss"] = r.eval->loss, j["test_images"] = r.eval->images;
+    if (r.eval_split != "test") j["eval_split"] = r.eval_split;   // test_* then hold the validation split's figures
     if (r.skipped) j["skipped_steps"] = r.skipped;
     return j;
 }
@@ -43,7 +44,7 @@ nlohmann::json epoch_json(const EpochSummary& r) {
 std::string epoch_line(const EpochSummary& r) {
     const double ratio = r.tape.stored_bytes ? double(r.tape.dense_bytes) / r.tape.stored_bytes : 0;
     return fmt("epoch ", r.epoch, "/", r.epochs, "  loss ", fixed(r.loss, 4), "  train ", fixed(100 * r.train_acc, 1),
-               "%  test ", r.eval ? fixed(100 * r.eval->accuracy, 1) + "%" : std::string("-"), "  lr ", general(r.lr),
+               "%  ", r.eval_split, " ", r.eval ? fixed(100 * r.eval->accuracy, 1) + "%" : std::string("-"), "  lr ", general(r.lr),
                "  ", seconds_text(r), "  ", fixed(r.img_per_s, 0), " img/s  tape ",
                format_bytes(r.tape.stored_bytes), " (dense ", format_bytes(r.tape.dense_bytes), ", ", fixed(ratio, 1),
                "x)  rss ", format_bytes(r.rss_bytes)) +

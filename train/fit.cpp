@@ -101,6 +101,7 @@ FitResult fit(nn::Module& model, data::DataLoader& loader, Step& step, RunLog& l
             return FitPosition{epoch - 1, result.global_step, result.best_acc, result.best_epoch, e};
         };
         EpochSummary r;
+        r.eval_split = o.eval_split;
         r.epoch = epoch, r.epochs = o.epochs, r.lr = step.lr();
         for (data::Batch& b : loader) {
             if (e.steps >= spe) break;

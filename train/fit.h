@@ -90,6 +90,7 @@ struct EpochSummary {
     double loss = 0, train_acc = 0, lr = 0, seconds = 0, img_per_s = 0;
     TapeTotals tape;                          // the largest per-step tape of the epoch
     std::optional<EvalResult> eval;           // when the epoch was evaluated
+    std::string eval_split = "test";          // what eval scored (FitOptions::eval_split)
     bool best = false;                        // eval is the best test accuracy so far
     double best_acc = -1;                     // so far (-1: none yet)
     int64_t best_epoch = 0;
@@ -116,6 +117,9 @@ struct FitOptions {
     int64_t batch = 1;             // images per step (the progress line's img/s)
     bool skip_nonfinite = false;   // --skip-nonfinite
     EvalSchedule eval{};
+    // The split hooks.evaluate scores, "val" or "test": the epoch line's label and the log's eval_split. best/ is
+    // chosen on it, so a run with a validation split never selects on test.
+    std::string eval_split = "test";
     int64_t stop_at = 0;           // stop after this epoch (0 = never; the command leaves out the run's last)
     // Checkpoints go to OUT/last (and OUT/best with save_best) when `out` is set and hooks.state is given; "" = the
     // command writes its outputs itself, at the end. save_every: also every N global steps inside an epoch (0 = at

@@ -119,6 +119,8 @@ void Curves::add(const nlohmann::json& j) {
     };
     loss_.x.push_back(e), loss_.y.push_back(number("loss"));
     train_.x.push_back(e), train_.y.push_back(100 * number("train_acc"));
+    if (j.contains("eval_split") && j["eval_split"].is_string())   // the legend names the split evaluated
+        test_.name = test_loss_.name = j["eval_split"].get<std::string>();
     const double test = j.contains("test_acc_sampled") ? number("test_acc_sampled") : number("test_acc");
     if (std::isfinite(test)) test_.x.push_back(e), test_.y.push_back(100 * test);
     if (std::isfinite(number("test_loss"))) test_loss_.x.push_back(e), test_loss_.y.push_back(number("test_loss"));

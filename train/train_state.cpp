@@ -181,6 +181,7 @@ Checkpoint dense_checkpoint(const FitPosition& p, const DenseRun& run) {
                          {"optimizer", run.opt.type_name()},
                          {"scheduler", run.sched ? run.sched->type_name() : "none"},
                          {"optimizer_entries", fmt(opt_state.size())}};
+    if (!run.param_groups.empty()) ck.train_metadata["param_groups"] = run.param_groups;
     return ck;
 }
 

@@ -74,10 +74,11 @@ struct DenseRun {
     const Generator& init_gen;
     int64_t loader_seed;
     std::string config_json;           // the run's flags (metadata "config")
+    std::string param_groups{};        // the optimiser's groups (metadata "param_groups"; "" = not recorded)
 };
 // The inverse of restore_train_state: the checkpoint of `run` at `p` -- weights and buffers; optimizer.*, scheduler.*,
 // epoch, step, rng.default, rng.init, loader.seed, loader.epoch, best_test_acc, best_epoch; metadata config, epoch,
-// step, optimizer, scheduler, optimizer_entries. fit() adds its fit.* entries (train/fit_position.h).
+// step, optimizer, scheduler, optimizer_entries (and param_groups when given). fit() adds its fit.* entries (train/fit_position.h).
 Checkpoint dense_checkpoint(const FitPosition& p, const DenseRun& run);
 
 // The inverse of restore_train_state's per-entry readers, used when writing: a generator state as 4 x i64, an i64
