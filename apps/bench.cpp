@@ -14,6 +14,11 @@
 // --keep K times one VR-PGE phase-A iteration instead (train/vrpge_trainer.h; both sampled passes, estimator, joint
 // clip, Adam on s, SGD on w, projection), every s at K and rho = K, compact channel execution; the same fields plus
 // keep, variant, align and flops_ratio (MACs of the sampled subnets over dense, per pass, averaged).
+// --keep K --resample-every N (the seed's strategy, train/vrpge_trainer.h) times whole intervals: a timed unit is N
+// consecutive steps starting at a resample (the reference iteration, then N - 1 w-only steps on the interval's
+// subnetwork), --warmup and --steps count such units, and step_ms is the median unit's time / N -- the mean step over
+// a whole interval. The JSON line says so: "timed_unit" is "interval" (else "step"), with resample_every and
+// interval_ms (the median unit).
 // --razor R [--razor-values V] times the same step under Back Razor's save policy (apps/razor_flags.h,
 // razor_policy_from_flags); the JSON line has the same fields plus "razor" and "razor_values", so a script compares
 // rows of a dense and a razor run directly (bench/backrazor/compare.py).
@@ -42,7 +47,7 @@ namespace {
 struct BenchOptions {
     ModelInputFlags input;
     int64_t batch = 128, steps = 10, warmup = 2, threads = 0, seed = 0;
-    int64_t align = 0;
+    int64_t align = 0, resample_every = 1;
     double keep = 0;
     bool one_backward = false, json = false, freeze_bn = false;
     std::string from;
@@ -57,8 +62,9 @@ const FlagTable<BenchOptions>& bench_flags() {
         FlagTable<O>()
             .family(model_input_flag_family(), &O::input)
             .integer("batch", "128", "images per step", &O::batch)
-            .integer("steps", "10", "timed steps (the median is reported)", &O::steps)
-            .integer("warmup", "2", "untimed steps first", &O::warmup)
+            .integer("steps", "10", "timed steps (the median is reported; with --resample-every N: timed intervals)",
+                     &O::steps)
+            .integer("warmup", "2", "untimed steps first (with --resample-every N: intervals)", &O::warmup)
             .integer("threads", "0", "OpenMP threads (0 = OMP_NUM_THREADS if set, else all cores)", &O::threads)
             .integer("seed", "0", "seed for init and the synthetic batch", &O::seed)
             .real("keep", "0", "VR-PGE: time the sparse-training iteration at this channel keep ratio (0 = dense "
@@ -67,6 +73,8 @@ const FlagTable<BenchOptions>& bench_flags() {
                      &O::one_backward)
             .integer("align", "0", "VR-PGE: round kept counts up to a multiple of this (changes the algorithm)",
                      &O::align)
+            .integer("resample-every", "1", "VR-PGE: structure update and a fresh subnetwork every N steps (the "
+                     "seed's strategy); --steps and --warmup then count whole intervals of N steps", &O::resample_every)
             .family(razor_flag_family(), &O::razor)
             .text("from", "", "start from these weights (a run, or a torchvision / timm / Hugging Face .pth or "
                   ".safetensors file; the head re-initialised for --classes), as razor finetune --from does", &O::from)
@@ -142,6 +150,12 @@ int bench(const BenchOptions& o) {
     if (keep > 0 && o.razor.ratio > 0)
         throw Error(fmt("razor bench: --keep ", keep, " and --razor ", o.razor.ratio,
                         " time two different steps; hint: pass one of them"));
+    if (o.resample_every < 1)
+        throw Error(fmt("razor bench: --resample-every must be >= 1, got ", o.resample_every,
+                        "; hint: 1 times the reference iteration, N > 1 whole intervals of N steps"));
+    if (o.resample_every > 1 && keep == 0)
+        throw Error(fmt("razor bench: --resample-every ", o.resample_every, " needs the VR-PGE iteration; hint: pass "
+                        "--keep K (the dense step has no subnetwork to resample)"));
     if (keep > 0 && o.freeze_bn)
         throw Error(fmt("razor bench: --keep ", keep, " samples BatchNorm channels, which --freeze-bn freezes; hint: "
                         "pass one of them"));
@@ -155,6 +169,7 @@ int bench(const BenchOptions& o) {
         v.step.rho = keep;
         v.step.variant = o.one_backward ? sparse::VrpgeVariant::OneBackward : sparse::VrpgeVariant::TwoBackward;
         v.step.align = o.align;
+        v.resample_every = o.resample_every;
         vrpge = std::make_unique<train::VrpgeTrainer>(model, v);
         step = std::make_unique<train::VrpgeStep>(*vrpge, gen);
     } else {
@@ -167,7 +182,9 @@ int bench(const BenchOptions& o) {
     for (auto& v : y) v = static_cast<int64_t>(gen.randint(static_cast<uint64_t>(classes)));
     b.labels = Tensor::from_vector_i64({batch}, y);
 
-    std::vector<double> ms;
+    // A timed unit: one step, or with --resample-every N one whole interval (every unit starts at a resample).
+    const int64_t unit = vrpge ? vrpge->resample_every : 1;
+    std::vector<double> ms;   // per unit, divided by `unit`: the mean step of the unit
     TapeTotals tape;
     train::TapeMeter meter;
     int64_t os_allocations_at_warm = 0;   // tensor blocks the caching allocator had to take from the OS
@@ -176,15 +193,18 @@ int bench(const BenchOptions& o) {
         if (s == warmup)
             reset_peak_memory(), os_allocations_at_warm = memory_stats().os_allocations,
                                  os_bytes_at_warm = memory_stats().os_bytes;
-        meter.begin_step();
-        const auto t0 = std::chrono::steady_clock::now();
-        const train::StepResult r = step->run(b);
-        step->update();
-        const double elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-        if (s < warmup) continue;
-        ms.push_back(elapsed);
-        flops_ratio += r.metric("flops_ratio") / steps;
-        tape = train::larger(tape, meter.end_step());
+        double elapsed = 0;
+        for (int64_t i = 0; i < unit; ++i) {
+            meter.begin_step();
+            const auto t0 = std::chrono::steady_clock::now();
+            const train::StepResult r = step->run(b);
+            step->update();
+            elapsed += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            if (s < warmup) continue;
+            flops_ratio += r.metric("flops_ratio") / static_cast<double>(steps * unit);
+            tape = train::larger(tape, meter.end_step());
+        }
+        if (s >= warmup) ms.push_back(elapsed / static_cast<double>(unit));
     }
     const PeakSplit split = split_peak(*model, opt, tape.stored_bytes, std::max(os_bytes_at_warm, memory_stats().os_bytes));
     std::vector<double> sorted = ms;
@@ -225,10 +245,13 @@ int bench(const BenchOptions& o) {
                               {"razor_gelu", o.razor.gelu},
                               {"razor_bn", o.razor.bn},
                               {"razor_attn", o.razor.attn},
-                              {"save_policy", active_save_policy().name()}};
+                              {"save_policy", active_save_policy().name()},
+                              {"timed_unit", unit > 1 ? "interval" : "step"}};
     if (vrpge) {
         j["keep"] = keep, j["variant"] = train::variant_name(vrpge->options.variant), j["align"] = vrpge->options.align;
         j["flops_ratio"] = flops_ratio;
+        j["resample_every"] = unit;
+        if (unit > 1) j["interval_ms"] = median * static_cast<double>(unit);
     }
     if (o.json) {
         std::printf("%s\n", j.dump().c_str());
@@ -245,6 +268,10 @@ int bench(const BenchOptions& o) {
                     train::variant_name(vrpge->options.variant).c_str(),
                     vrpge->options.align ? fmt(", --align ", vrpge->options.align, " (changes the algorithm)").c_str() : "",
                     flops_ratio);
+    if (unit > 1)
+        std::printf("  resample every      %lld steps (the seed's strategy): each timed unit is one whole interval, "
+                    "the step time is its mean\n  interval (median)   %.1f ms\n",
+                    static_cast<long long>(unit), median * static_cast<double>(unit));
     std::printf("  step (median)       %.1f ms   (min %.1f, max %.1f)\n", median, sorted.front(), sorted.back());
     std::printf("  throughput          %.0f img/s on %d thread%s\n", img_per_s, num_threads(), num_threads() == 1 ? "" : "s");
     std::printf("  parameters          %lld (%s)\n", static_cast<long long>(model->num_parameters()),

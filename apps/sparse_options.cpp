@@ -27,6 +27,8 @@ const FlagTable<SparseOptions>& sparse_flag_table() {
                   "pass)", &O::variant)
             .integer("align", "0", "round kept counts up to a multiple of this (8: SIMD; CHANGES the algorithm; 0 = "
                      "off)", &O::align)
+            .integer("resample-every", "1", "structure update and a fresh subnetwork every N steps, w alone on that "
+                     "subnetwork in between (the seed's strategy; 1 = the reference, every step)", &O::resample_every)
             .integer("candidates", "10", "phase B: subnetworks drawn from the final s", &O::candidates)
             .integer("select-batches", "20", "phase B: training batches that score each candidate", &O::select_batches)
             .integer("finetune-epochs", "40", "phase B: fine-tune epochs of the chosen subnetwork (0 = none)",
@@ -69,6 +71,9 @@ SparseOptions read_sparse_options(const Args& args) {
     require(cmd, o.finetune_epochs <= kMaxEpochs, "finetune-epochs", o.finetune_epochs, fmt("<= ", kMaxEpochs));
     require(cmd, o.finetune_lr > 0, "finetune-lr", o.finetune_lr, "> 0");
     require(cmd, o.align >= 0, "align", o.align, ">= 0 (0 = off)");
+    require(cmd, o.resample_every >= 1, "resample-every", o.resample_every,
+            ">= 1 (1 = the reference: a structure update every step; N > 1: every N-th step)");
+    require(cmd, o.resample_every <= kMaxCount, "resample-every", o.resample_every, fmt("<= ", kMaxCount));
     require(cmd, o.s_init >= 0 && o.s_init <= 1, "s-init", o.s_init, "in [0, 1]");
     require(cmd, o.score_norm == "sqrt" || o.score_norm == "exact", "score-norm", o.score_norm, "sqrt | exact");
     require(cmd, o.estimator == "vr-pge" || o.estimator == "pge", "estimator", o.estimator, "vr-pge | pge");
@@ -95,6 +100,7 @@ train::VrpgeTrainerOptions vrpge_options(const SparseOptions& o) {
               .variant = o.variant == "two-backward" ? sparse::VrpgeVariant::TwoBackward
                                                      : sparse::VrpgeVariant::OneBackward,
               .align = o.align};
+    v.resample_every = o.resample_every;
     return v;
 }
 

@@ -15,6 +15,7 @@ struct SparseOptions {
     std::string model, score_norm, estimator, projection, variant;
     double keep = 0.5, lr = 0.1, lr_s = 12e-3, momentum = 0.9, wd = 5e-4, clip = 3, s_init = 0.5, finetune_lr = 1e-3;
     int64_t epochs = 300, batch = 128, align = 0, candidates = 10, select_batches = 20, finetune_epochs = 40;
+    int64_t resample_every = 1;
     DataFlags data;
     RunFlags run;
 };
@@ -25,8 +26,8 @@ Args sparse_args();
 // The options of `args`, checked (every error names the flag, the expected and the given value).
 SparseOptions read_sparse_options(const Args& args);
 
-// Phase A's trainer options: s init, Adam on s, SGD on w, and the step's rho, clip, score norm, estimator,
-// projection, variant and alignment.
+// Phase A's trainer options: s init, Adam on s, SGD on w, the step's rho, clip, score norm, estimator, projection,
+// variant and alignment, and the resampling interval.
 train::VrpgeTrainerOptions vrpge_options(const SparseOptions& o);
 
 }  // namespace razor::apps

@@ -1,13 +1,32 @@
 // apps/sparse_state.cpp -- see sparse_state.h.
 #include "apps/sparse_state.h"
 
+#include <limits>
+
 #include "core/core.h"
 #include "train/subnet.h"
 #include "train/train_state.h"
 
 namespace razor::apps {
 namespace {
+
 constexpr const char* kCmd = "razor sparse-train";
+
+// Phase A's resampling position: "vrpge.steps" (the phase-A steps taken) and, inside an interval (--resample-every
+// N > 1, steps % N != 0), its mask in "interval.counts" / "interval.kept". A checkpoint written before
+// --resample-every existed has no "vrpge.steps"; it can only be a run with N = 1, where every step resamples and the
+// count decides nothing.
+void restore_interval(train::VrpgeTrainer& trainer, const std::map<std::string, Tensor>& state,
+                      const std::string& where) {
+    if (!state.count("vrpge.steps") && trainer.resample_every == 1) return;
+    const int64_t steps =
+        train::state_i64(state, "vrpge.steps", where, 0, std::numeric_limits<int64_t>::max());
+    models::ChannelPlan interval;
+    if (steps % trainer.resample_every != 0)
+        interval = train::unpack_plan(state, where, trainer.scores.layers(), "interval");
+    trainer.resume_at(steps, std::move(interval));
+}
+
 }  // namespace
 
 SparsePosition restore_sparse_state(const train::Checkpoint& ck, const SparseOptions& o, nn::Module& model, train::VrpgeTrainer& trainer,
@@ -34,6 +53,7 @@ SparsePosition restore_sparse_state(const train::Checkpoint& ck, const SparseOpt
         } else {
             trainer.opt_s.load_state_dict(train::state_with_prefix(state, "optimizer_s."));
             trainer.opt_w.load_state_dict(train::state_with_prefix(state, "optimizer_w."));
+            restore_interval(trainer, state, where);
         }
     } catch (const Error& e) {
         throw Error(fmt(where, ": ", e.what()));
@@ -65,6 +85,8 @@ train::Checkpoint sparse_checkpoint(const SparsePosition& p, const SparseOptions
     } else {
         for (const auto& [k, v] : trainer.opt_s.state_dict()) st["optimizer_s." + k] = v;
         for (const auto& [k, v] : trainer.opt_w.state_dict()) st["optimizer_w." + k] = v;
+        st["vrpge.steps"] = train::i64_scalar(trainer.steps_done());
+        if (!trainer.resamples_next()) train::pack_plan(trainer.interval(), trainer.scores.layers(), st, "interval");
     }
     st["phase"] = train::i64_scalar(p.in_b ? 1 : 0);
     st["epoch"] = train::i64_scalar(p.a_done);

@@ -1,6 +1,6 @@
 // apps/sparse_state.h -- what razor sparse-train keeps in its checkpoint and reads back on --resume: where the run
-// stands (phase, epochs done, the chosen subnetwork, phase B's test accuracies) and the state of s, both optimisers
-// and the three generators. docs: docs/cli.md "razor sparse-train", docs/reliability.md.
+// stands (phase, epochs done, phase A's resampling position and interval mask, the chosen subnetwork, phase B's test
+// accuracies) and the state of s, both optimisers and the three generators. docs: docs/cli.md "razor sparse-train", docs/reliability.md.
 #pragma once
 
 #include <map>
@@ -26,7 +26,8 @@ struct SparsePosition {
 SparsePosition restore_sparse_state(const train::Checkpoint& ck, const SparseOptions& o, nn::Module& model,
                                     train::VrpgeTrainer& trainer, optim::SGD& ft, Generator& gen, Generator& masks);
 
-// The checkpoint of the run at `p`: phase A: s, Adam on s, SGD on w; phase B: s (frozen), the chosen subnetwork, the
+// The checkpoint of the run at `p`: phase A: s, Adam on s, SGD on w, the steps taken ("vrpge.steps") and inside a
+// --resample-every interval its mask ("interval.*"); phase B: s (frozen), the chosen subnetwork, the
 // fine-tune SGD, the test accuracies so far; both: the RNG states (init, masks, default) and the weights.
 train::Checkpoint sparse_checkpoint(const SparsePosition& p, const SparseOptions& o, nn::Module& model,
                                     const train::VrpgeTrainer& trainer, const optim::SGD& ft, const Generator& gen,

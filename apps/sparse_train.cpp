@@ -8,7 +8,8 @@
 // Phase A (--epochs): every step is one VR-PGE iteration (train/steps.h VrpgeStep, train/vrpge_trainer.h): two
 //   Bernoulli subnetworks of s on the same minibatch, each run compact, the estimator into s.grad, one joint clip
 //   (--clip 3) over w and s, Adam on s, SGD on w, the projection onto Σ s <= keep·n. lr_w and lr_s follow
-//   ½(1 + cos(π e / E)) per epoch. The per-epoch test accuracy is LOGGING ONLY: one Bernoulli sample of s, eval mode.
+//   ½(1 + cos(π e / E)) per epoch. --resample-every N > 1 (the seed's strategy, labelled): that iteration every N-th
+//   step, then one subnetwork drawn from s on which the N - 1 steps in between train w alone (one compact pass each). The per-epoch test accuracy is LOGGING ONLY: one Bernoulli sample of s, eval mode.
 //   A non-finite iteration stops the run (it has updated w and s already: nothing to skip back to).
 // Phase B: s is frozen. --candidates subnetworks are drawn from the final s and scored by training accuracy
 //   (train/subnet.h select_subnetwork); the best is fine-tuned for --finetune-epochs with SGD lr --finetune-lr
@@ -18,8 +19,9 @@
 // Checkpoints and --resume: OUT/last/ after every epoch of both phases and after the selection (and every
 //   --save-every N steps, and after the step in flight on Ctrl-C / SIGTERM: train/fit.h): the weights and BN
 //   statistics, and in train_state.safetensors the phase, s, the RNG states (init, masks, default), the run's flags;
-//   in phase A Adam's state on s and SGD's on w, in phase B the chosen subnetwork (plan.counts, plan.kept), the
-//   fine-tune SGD's state and the test accuracies so far. `--resume OUT` continues bit-exactly (same --threads).
+//   in phase A Adam's state on s and SGD's on w, the steps taken and the interval's subnetwork (vrpge.steps,
+//   interval.*), in phase B the chosen subnetwork (plan.counts, plan.kept), the fine-tune SGD's state and the test
+//   accuracies so far. `--resume OUT` continues bit-exactly (same --threads).
 //   --stop-after E stops after the E-th epoch of the run (phase A epochs, then fine-tune epochs).
 // Export: OUT/subnet/model.safetensors, the fine-tuned subnetwork as a smaller dense model with its widths in the
 //   metadata: `razor eval --checkpoint OUT/subnet` loads it, and so does PyTorch (the zoo model with those widths).
@@ -95,13 +97,16 @@ int run_sparse_train(const std::vector<std::string>& argv) {
                 o.model.c_str(), static_cast<long long>(model->num_parameters()),
                 static_cast<long long>(trainer.scores.parameters().size()), static_cast<long long>(n));
     std::printf("vrpge  keep %g (budget %.1f channels) | s init %g | %s | %s | score %s | projection %s | clip %g | "
-                "BN true-sparse%s\n",
+                "BN true-sparse%s%s\n",
                 o.keep, trainer.scores.budget(o.keep), o.s_init, train::variant_name(vo.step.variant).c_str(),
                 o.estimator == "pge" ? "estimator: vanilla PGE, no baseline (an ablation, NOT the reference)"
                                      : "estimator: VR-PGE",
                 o.score_norm.c_str(), o.projection.c_str(), o.clip,
                 o.align ? fmt(" | --align ", o.align, ": kept counts rounded up, CHANGES the algorithm (biased "
-                              "estimator)").c_str() : "");
+                              "estimator)").c_str() : "",
+                o.resample_every > 1 ? fmt(" | --resample-every ", o.resample_every, ": s updated and the subnetwork "
+                                           "resampled every ", o.resample_every, " steps, w alone on it in between "
+                                           "(the seed's strategy, NOT the reference)").c_str() : "");
     std::printf("train  phase A %lld epoch%s x %lld steps of %lld, SGD lr %g Adam lr_s %g (cosine per epoch) | phase B "
                 "%lld candidate%s, %lld fine-tune epoch%s at lr %g | seed %lld\n",
                 static_cast<long long>(o.epochs), o.epochs == 1 ? "" : "s", static_cast<long long>(spe),
@@ -122,6 +127,11 @@ int run_sparse_train(const std::vector<std::string>& argv) {
                             : fmt("phase A, after epoch ", at.a_done, "/", o.epochs).c_str());
         if (partial.steps) std::printf("       and %lld of %lld steps of the next epoch\n",
                                        static_cast<long long>(partial.steps), static_cast<long long>(spe));
+        const int64_t a_steps = at.a_done * spe + (at.in_b ? 0 : partial.steps);   // phase A's steps taken
+        if (!at.in_b && o.resample_every > 1 && trainer.steps_done() != a_steps)
+            throw Error(fmt(kCmd, ": ", start.resumed.folder, " holds vrpge.steps ", trainer.steps_done(), " but its "
+                            "position is phase-A step ", a_steps, "; hint: resume from a checkpoint razor sparse-train "
+                            "wrote, unchanged"));
     }
 
     // ---- outputs: a resumed run keeps the log lines its checkpoint holds (later ones are written again) ----

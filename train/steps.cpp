@@ -49,15 +49,23 @@ void DenseStep::rerun(const data::Batch& b) {
 StepResult VrpgeStep::run(const data::Batch& b) {
     const VrpgeTrainer::Step s = trainer_.step(b.images, b.labels, masks_);
     StepResult r;
-    r.loss = 0.5 * (s.result.loss1 + s.result.loss2);
+    r.loss = s.loss;
     r.logits = s.logits;
-    if (!std::isfinite(s.result.loss1) || !std::isfinite(s.result.loss2) || !std::isfinite(s.result.grad_norm))
-        r.fault = fmt("the loss or gradient norm became non-finite (losses ", s.result.loss1, ", ", s.result.loss2,
-                      ", norm ", s.result.grad_norm, ")");
+    if (s.resampled) {
+        if (!std::isfinite(s.result.loss1) || !std::isfinite(s.result.loss2) || !std::isfinite(s.grad_norm))
+            r.fault = fmt("the loss or gradient norm became non-finite (losses ", s.result.loss1, ", ",
+                          s.result.loss2, ", norm ", s.grad_norm, ")");
+    } else if (!std::isfinite(s.loss) || !std::isfinite(s.grad_norm)) {
+        r.fault = fmt("the loss or gradient norm became non-finite (loss ", s.loss, ", norm ", s.grad_norm,
+                      "; a step between resamples)");
+    }
+    // s_grad_norm is reported by the steps that update s only: the epoch's mean over all steps divided by the mean of
+    // "resampled" is its mean over the resample steps (apps/sparse_records.cpp).
     r.metrics = {{"flops_ratio", s.cost_ratio},
-                 {"grad_norm", s.result.grad_norm},
-                 {"s_grad_norm", s.result.s_grad_norm},
-                 {"clipped", s.result.grad_norm > trainer_.options.max_norm ? 1.0 : 0.0}};
+                 {"grad_norm", s.grad_norm},
+                 {"s_grad_norm", s.resampled ? s.result.s_grad_norm : 0.0},
+                 {"clipped", s.grad_norm > trainer_.options.max_norm ? 1.0 : 0.0},
+                 {"resampled", s.resampled ? 1.0 : 0.0}};
     return r;
 }
 

@@ -38,10 +38,12 @@ private:
     DenseStepOptions options_;
 };
 
-// One VR-PGE phase-A iteration (VrpgeTrainer::step: both sampled passes, the estimator, the joint clip, Adam on s,
-// SGD on w, the projection). It updates the parameters itself, so a non-finite one cannot be skipped. Metrics:
-// flops_ratio (the sampled subnets' MACs over dense), grad_norm (the joint norm before the clip), s_grad_norm
-// (s.grad's alone), clipped (1 when the clip bound).
+// One VR-PGE phase-A step (VrpgeTrainer::step): the reference iteration (both sampled passes, the estimator, the
+// joint clip, Adam on s, SGD on w, the projection), or with --resample-every N > 1 between resamples the w-only step
+// on the interval's mask. It updates the parameters itself, so a non-finite one cannot be skipped. Metrics:
+// flops_ratio (the sampled subnets' MACs over dense, per pass), grad_norm (before the clip: the joint norm, or w's
+// between resamples), s_grad_norm (s.grad's alone; 0 between resamples), clipped (1 when the clip bound),
+// resampled (1 when the step ran the reference iteration).
 class VrpgeStep : public Step {
 public:
     VrpgeStep(VrpgeTrainer& trainer, Generator& masks) : trainer_(trainer), masks_(masks) {}

@@ -73,44 +73,49 @@ models::ChannelPlan select_subnetwork(nn::Module& model, const sparse::ChannelSc
 }
 
 void pack_plan(const models::ChannelPlan& plan, const std::vector<sparse::ScoredLayer>& layers,
-               std::map<std::string, Tensor>& state) {
+               std::map<std::string, Tensor>& state, const std::string& prefix) {
     std::vector<int64_t> counts, kept;
     for (const auto& layer : layers) {
         const auto& k = plan.at(layer.name);
         counts.push_back(static_cast<int64_t>(k.size()));
         kept.insert(kept.end(), k.begin(), k.end());
     }
-    state["plan.counts"] = Tensor::from_vector_i64({static_cast<int64_t>(counts.size())}, counts);
-    state["plan.kept"] = Tensor::from_vector_i64({static_cast<int64_t>(kept.size())}, kept);
+    state[prefix + ".counts"] = Tensor::from_vector_i64({static_cast<int64_t>(counts.size())}, counts);
+    state[prefix + ".kept"] = Tensor::from_vector_i64({static_cast<int64_t>(kept.size())}, kept);
 }
 
 models::ChannelPlan unpack_plan(const std::map<std::string, Tensor>& state, const std::string& where,
-                                const std::vector<sparse::ScoredLayer>& layers) {
-    const Tensor &counts = state_entry(state, "plan.counts", where), &kept = state_entry(state, "plan.kept", where);
+                                const std::vector<sparse::ScoredLayer>& layers, const std::string& prefix) {
+    const std::string counts_name = prefix + ".counts", kept_name = prefix + ".kept";
+    const Tensor &counts = state_entry(state, counts_name, where), &kept = state_entry(state, kept_name, where);
     const auto hint = "; hint: resume from a folder razor sparse-train wrote, with the same --model";
     if (counts.dtype() != DType::I64 || kept.dtype() != DType::I64 || counts.dim() != 1 || kept.dim() != 1 ||
         counts.numel() != static_cast<int64_t>(layers.size()))
-        throw Error(fmt(where, ": entries 'plan.counts' / 'plan.kept' must be i64 lists, the first of ", layers.size(),
-                        " counts (one per scored layer), got ", dtype_name(counts.dtype()), " ",
-                        shape_str(counts.shape()), " / ", dtype_name(kept.dtype()), " ", shape_str(kept.shape()), hint));
+        throw Error(fmt(where, ": entries '", counts_name, "' / '", kept_name, "' must be i64 lists, the first of ",
+                        layers.size(), " counts (one per scored layer), got ", dtype_name(counts.dtype()), " ",
+                        shape_str(counts.shape()), " / ", dtype_name(kept.dtype()), " ", shape_str(kept.shape()),
+                        hint));
     const auto c = counts.to_vector_i64(), k = kept.to_vector_i64();
     models::ChannelPlan plan;
     size_t at = 0;
     for (size_t l = 0; l < layers.size(); ++l) {
         if (c[l] < 0 || c[l] > layers[l].channels || at + static_cast<size_t>(c[l]) > k.size())
-            throw Error(fmt(where, ": 'plan.counts' gives layer ", layers[l].name, " ", c[l], " kept channels; expected 0 to ",
-                            layers[l].channels, " within the ", k.size(), " indices of 'plan.kept'", hint));
+            throw Error(fmt(where, ": '", counts_name, "' gives layer ", layers[l].name, " ", c[l],
+                            " kept channels; expected 0 to ", layers[l].channels, " within the ", k.size(),
+                            " indices of '", kept_name, "'", hint));
         const std::vector<int64_t> kl(k.begin() + static_cast<std::ptrdiff_t>(at),
                                       k.begin() + static_cast<std::ptrdiff_t>(at + c[l]));
         at += static_cast<size_t>(c[l]);
         for (size_t i = 0; i < kl.size(); ++i)
             if (kl[i] < 0 || kl[i] >= layers[l].channels || (i && kl[i] <= kl[i - 1]))
-                throw Error(fmt(where, ": 'plan.kept' of layer ", layers[l].name, " must be ascending channel indices "
-                                "in [0, ", layers[l].channels, "), got ", kl[i], " at position ", i, hint));
+                throw Error(fmt(where, ": '", kept_name, "' of layer ", layers[l].name,
+                                " must be ascending channel indices in [0, ", layers[l].channels, "), got ", kl[i],
+                                " at position ", i, hint));
         plan.keep(layers[l].name, kl);
     }
     if (at != k.size())
-        throw Error(fmt(where, ": 'plan.kept' holds ", k.size(), " indices, 'plan.counts' sums to ", at, hint));
+        throw Error(fmt(where, ": '", kept_name, "' holds ", k.size(), " indices, '", counts_name, "' sums to ", at,
+                        hint));
     return plan;
 }
 

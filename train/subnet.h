@@ -50,13 +50,14 @@ models::ChannelPlan select_subnetwork(nn::Module& model, const sparse::ChannelSc
                                       int64_t candidates, int64_t batches, Generator& masks, const Shape& image,
                                       RunLog& log);
 
-// The chosen subnetwork in a train state: "plan.counts" (L) i64, the kept channels of each scored layer, and
-// "plan.kept" (sum of counts) i64, their indices layer after layer. unpack_plan checks both against `layers` and
-// throws naming `where` and the entry.
+// A subnetwork in a train state: "PREFIX.counts" (L) i64, the kept channels of each scored layer, and "PREFIX.kept"
+// (sum of counts) i64, their indices layer after layer. PREFIX "plan": phase B's chosen subnetwork; "interval":
+// phase A's interval mask under --resample-every N > 1. unpack_plan checks both against `layers` and throws naming
+// `where` and the entry.
 void pack_plan(const models::ChannelPlan& plan, const std::vector<sparse::ScoredLayer>& layers,
-               std::map<std::string, Tensor>& state);
+               std::map<std::string, Tensor>& state, const std::string& prefix = "plan");
 models::ChannelPlan unpack_plan(const std::map<std::string, Tensor>& state, const std::string& where,
-                                const std::vector<sparse::ScoredLayer>& layers);
+                                const std::vector<sparse::ScoredLayer>& layers, const std::string& prefix = "plan");
 
 // s from the "scores.<layer>.s" entries (checked: same shapes as this model's), copied into the leaves Adam updates.
 void restore_scores(const sparse::ChannelScores& scores, const std::map<std::string, Tensor>& state,

@@ -687,4 +687,21 @@ TEST_CASE("interrupts: razor sparse-train stopped by SIGINT in phase A and in ph
                           .same_line = same_but_wall_clock},
                          tmp.path());
 }
+
+TEST_CASE("interrupts: razor sparse-train --resample-every 3 stopped by SIGINT twice in phase A (inside intervals) "
+          "resumes bit for bit" * doctest::test_suite("cli-run")) {
+    test::TempDir tmp("sigint_resample");
+    const std::string d = tmp / "cifar";
+    test::write_fake_cifar10(d, 8, 10);
+    // 20 phase-A steps, resamples at 0, 3, 6, ...: the checkpoint after a stop lands inside an interval two times in
+    // three, with the interval's mask in it (tests/apps/test_sparse_resample.cpp stops there deterministically)
+    interrupt_and_resume({.command = "sparse-train",
+                          .flags = {"--model", "resnet20", "--data", d, "--batch", "4", "--keep", "0.5",
+                                    "--resample-every", "3", "--epochs", "2", "--finetune-epochs", "1",
+                                    "--steps-per-epoch", "10", "--candidates", "2", "--select-batches", "1",
+                                    "--threads", "1", "--workers", "1", "--eval-batch", "10"},
+                          .stops = {{"A 1/2", " 4/10 "}, {"A 2/2", " 5/10 "}},
+                          .same_line = same_but_wall_clock},
+                         tmp.path());
+}
 #endif
