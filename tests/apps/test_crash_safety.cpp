@@ -60,7 +60,7 @@ int kill_writer_repeatedly(int kills, uint64_t seed) {
     std::vector<train::Checkpoint> states;
     for (int i = 0; i < 4; ++i) states.push_back(make_state(i));
     // There is always a previous checkpoint; its save time (fsyncs included, on this disk under this load) sets the
-    // window the kills are drawn from: 0 to 3 saves, so kills land in every phase of the first few saves.
+    // window the kills are drawn from: 0 to 4 saves, so kills land in every phase of the first few saves.
     const auto t0 = std::chrono::steady_clock::now();
     train::save_checkpoint(root, "last", states[0]);
     const int64_t save_us = std::max<int64_t>(
@@ -87,7 +87,7 @@ int kill_writer_repeatedly(int kills, uint64_t seed) {
             }
         }
         ++round;
-        std::this_thread::sleep_for(std::chrono::microseconds(gen.randint(static_cast<uint64_t>(3 * save_us))));
+        std::this_thread::sleep_for(std::chrono::microseconds(gen.randint(static_cast<uint64_t>(4 * save_us))));
         ::kill(pid, SIGKILL);
         int status = 0;
         ::waitpid(pid, &status, 0);
@@ -450,6 +450,14 @@ void kill_and_resume(const KillResumeCase& k, int kills, uint64_t seed, const st
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
     const auto la = test::read_jsonl(a + "/log.jsonl");
     const train::Checkpoint ca = train::load_checkpoint(a);
+    // A resume's start-up (process, checkpoint read and checks; "nothing to do" on the finished run a): kills are drawn
+    // from that plus half a run, so they land in start-up too, yet a resume that gets past it still makes progress.
+    const auto r0 = std::chrono::steady_clock::now();
+    std::vector<std::string> noop{k.command, "--resume", a};
+    noop.insert(noop.end(), k.resume_flags.begin(), k.resume_flags.end());
+    REQUIRE(wait_exit_code(test::spawn_razor(noop, tmp_dir + "/noop.txt")) == 0);
+    const int64_t startup_us =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - r0).count();
 
     Generator gen(seed);
     int killed = 0, resumed = 0, during_write = 0, episodes = 0;
@@ -468,8 +476,10 @@ void kill_and_resume(const KillResumeCase& k, int kills, uint64_t seed, const st
                 args.push_back("--overwrite");
             }
             const pid_t pid = test::spawn_razor(args, tmp_dir + "/b.txt");
-            // up to half an uninterrupted run: a few kills per episode, each attempt still making progress
-            std::this_thread::sleep_for(std::chrono::microseconds(gen.randint(static_cast<uint64_t>(span_us / 2))));
+            // up to a resume's start-up plus half an uninterrupted run: a few kills per episode, each attempt that
+            // gets past its start-up making progress
+            std::this_thread::sleep_for(
+                std::chrono::microseconds(gen.randint(static_cast<uint64_t>(startup_us + span_us / 2))));
             ::kill(pid, SIGKILL);
             const int code = wait_exit_code(pid);
             if (code != -SIGKILL) {
