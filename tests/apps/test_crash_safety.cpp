@@ -59,10 +59,30 @@ int kill_writer_repeatedly(int kills, uint64_t seed) {
     const std::string root = tmp / "run";
     std::vector<train::Checkpoint> states;
     for (int i = 0; i < 4; ++i) states.push_back(make_state(i));
-    // There is always a previous checkpoint; its save time (fsyncs included, on this disk under this load) sets the
-    // window the kills are drawn from: 0 to 4 saves, so kills land in every phase of the first few saves.
+    // There is always a previous checkpoint. It is written by a forked child, as the killed writers below are, and
+    // that child's time (fork, the save with its fsyncs, exit; on this disk under this load) sets the window the kills
+    // are drawn from: 0 to 4 saves, so kills land in every phase of the first few saves. A save timed in this process
+    // instead could be far shorter than a forked writer's (a late test's large address space makes fork and the
+    // child's first writes slow), and then no writer ever finished a save before its kill.
+    auto forked_save = [&](const train::Checkpoint& state) {
+        std::fflush(nullptr);
+        const pid_t pid = ::fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            set_num_threads(1);   // libgomp's pool does not survive fork() (below)
+            try {
+                train::save_checkpoint(root, "last", state);
+            } catch (...) {
+                ::_exit(3);
+            }
+            ::_exit(0);
+        }
+        int status = 0;
+        ::waitpid(pid, &status, 0);
+        REQUIRE_MESSAGE((WIFEXITED(status) && WEXITSTATUS(status) == 0), "the forked save failed (status ", status, ")");
+    };
     const auto t0 = std::chrono::steady_clock::now();
-    train::save_checkpoint(root, "last", states[0]);
+    forked_save(states[0]);
     const int64_t save_us = std::max<int64_t>(
         1000, std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
 
