@@ -11,9 +11,12 @@
 // pages (docs/bench-ops.md has the perf stat figures). Size classes: multiples of 64 bytes up to 4 KiB, then 8
 // classes per power of two (a block is at most 12.5 % larger than asked). A request whose class has no cached block
 // takes one of the nearest larger class up to twice the size, which goes back to its own class when freed, so
-// steps whose sizes change (VR-PGE's sampled subnetworks) still reuse the cache. The cache holds at most twice the highest
-// live_bytes seen so far (set_cache_limit changes that); when full, the blocks of the least recently used classes go
-// back to the OS first. empty_cache() releases it all, as torch.cuda.empty_cache does for PyTorch's caching allocator.
+// steps whose sizes change (VR-PGE's sampled subnetworks) still reuse the cache. What the allocator holds from the OS
+// (live blocks at their class size plus the cache) stays at most 3/2 of the highest live_bytes seen: a block freed
+// while that budget is spent, and the cached blocks of the least recently used classes when a new block needs room,
+// go back to the OS (blocks of 256 KiB and more are mmap'd, so they leave the resident set at once).
+// set_cache_limit bounds the cache alone instead; empty_cache() releases it all, as torch.cuda.empty_cache does for
+// PyTorch's caching allocator.
 //
 // Accounting is unchanged by the cache: live_bytes and peak_bytes count the bytes tensors asked for, whether the
 // block came from the OS or the cache; cached blocks are not live. os_allocations counts the requests that went
@@ -36,6 +39,7 @@ struct MemoryStats {
                                   // warm-up" checks)
     int64_t cached_bytes = 0;     // bytes in freed blocks kept for reuse
     int64_t os_bytes = 0;         // bytes held from the OS: live blocks (at their size class) + cached_bytes
+    int64_t highest_live_bytes = 0;   // highest live_bytes since start (never reset): os_bytes stays within 3/2 of it
 };
 
 void* tracked_alloc(size_t bytes);          // throws razor::Error on failure, naming the size
@@ -47,7 +51,8 @@ void reset_peak_memory();                   // peak := live, e.g. at the start o
 // Returns every cached block to the OS (live blocks are untouched).
 void empty_cache();
 
-// The most bytes the cache may hold; a negative value restores the default, twice the highest live_bytes seen.
+// The most bytes the cache may hold; a negative value restores the default (the allocator holds at most 3/2 of the
+// highest live_bytes seen from the OS).
 // Blocks already cached beyond a lower limit go back to the OS as later frees make room.
 void set_cache_limit(int64_t bytes);
 

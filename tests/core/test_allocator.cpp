@@ -1,5 +1,7 @@
 // tests/core/test_allocator.cpp -- the caching allocator: reuse by size class, exact accounting, empty_cache.
 // (A whole training step that allocates nothing from the OS after warm-up: tests/models/test_models.cpp.)
+#include <cmath>
+
 #include "support/gradcheck.h"
 
 using namespace razor;
@@ -82,5 +84,28 @@ TEST_CASE("allocator: a full cache gives back the least recently used class, not
     { Tensor too_big = Tensor::empty({300'000}); }   // 1.2 MB: above the limit, straight back to the OS
     CHECK(memory_stats().cached_bytes == 720'896);
     set_cache_limit(-1);
+    empty_cache();
+}
+
+TEST_CASE("allocator: what it holds from the OS stays within 3/2 of the highest live set, and the cache still serves") {
+    // A cache bounded only by its own size let the process hold live blocks plus up to twice the live peak in stale
+    // classes (286-619 MiB at 224 px). Freeing blocks of ever new size classes must not grow what the process holds.
+    empty_cache();
+    { Tensor peak = Tensor::empty({4 << 20}); }   // 16 MiB: the highest live set is at least this
+    const int64_t highest = memory_stats().highest_live_bytes;
+    const int64_t budget = highest + highest / 2;
+    int64_t freed_in_total = 0;
+    for (int i = 0; i < 28; ++i) {   // 28 size classes from highest/16 up to ~0.7 x highest: ~5x highest freed in all
+        const auto bytes = static_cast<int64_t>(static_cast<double>(highest) / 16.0 * std::exp2(i / 8.0));
+        { Tensor t = Tensor::empty({bytes / 4}); }
+        freed_in_total += bytes;
+        CHECK(memory_stats().os_bytes <= budget);
+    }
+    CHECK(freed_in_total > 4 * highest);   // the sequence would have exceeded the budget without the bound
+    CHECK(memory_stats().highest_live_bytes == highest);
+    const MemoryStats held = memory_stats();
+    CHECK(held.cached_bytes > highest / 2);   // the most recently freed classes stay cached...
+    { Tensor again = Tensor::empty({static_cast<int64_t>(static_cast<double>(highest) / 16.0 * std::exp2(27 / 8.0)) / 4}); }
+    CHECK(memory_stats().os_allocations == held.os_allocations);   // ...and serve the next request of their class
     empty_cache();
 }
