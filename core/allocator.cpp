@@ -72,6 +72,8 @@ struct State {
     int64_t allocations = 0, os_allocations = 0, cached = 0, os_bytes = 0;
     int64_t limit = -1;                                 // set_cache_limit; < 0: os_budget() bounds os_bytes
     uint64_t tick = 0;
+    std::unordered_map<size_t, int64_t> ghosts;          // size class -> blocks evicted, not yet asked for again
+    int64_t regret = 0;                                  // bytes os_budget() grew by: evicted blocks asked for again
 };
 
 // Never destroyed: tensors held by other static objects may be freed after this file's statics would be.
@@ -112,12 +114,18 @@ void* take_cached(State& s, size_t cls) {
     return nullptr;
 }
 // The default bound on what the allocator holds from the OS (live blocks at their class size plus the cache): 3/2
-// of the largest live set seen. A cache bounded by its own size instead (it was twice the largest live set) let the
-// process hold up to three times the live peak: measured at 224 px, 286-619 MiB of cached blocks on top of 400-970
-// MiB live (resnet50, mobilenet_v2), more than the whole Back Razor tape. 5/4 was too tight: a Back Razor step asks
-// for compressed sizes in the forward and dense transient sizes in the backward, and resnet20 b128 at r = 0.9 then
-// went to the OS 342 times a step (303 ms against 147 ms at 3/2, where it goes 5 times; dense: 3 both ways).
-int64_t os_budget(int64_t max_live) { return max_live + max_live / 2; }
+// of the largest live set seen, raised by what evictions were seen to cost, up to 3x. A cache bounded by its own
+// size instead (it was twice the largest live set) let the process hold up to three times the live peak: measured
+// at 224 px, 286-619 MiB of cached blocks on top of 400-970 MiB live (resnet50, mobilenet_v2), more than the whole
+// Back Razor tape. But no fixed factor fits every model: with 3/2, resnet20 b128 under Back Razor goes to the OS 5
+// times a step (5/4: 342 times, 303 ms against 147), while mobilenet_v2 at 224 px, whose step asks for many more
+// distinct sizes, went 270 times a step at 3/2 and 210 at 2x (2.4 s against 1.2 s at 3x). So the allocator
+// remembers the classes it evicted (`ghosts`), and when it has to go to the OS for one of them, the eviction was a
+// mistake: the budget grows by that block (`regret`). A repeating training step thus settles at the smallest budget
+// under which it no longer evicts what it needs again, and a model that needs little cache holds little.
+int64_t os_budget(const State& s, int64_t max_live) {
+    return std::min(3 * max_live, max_live + max_live / 2 + s.regret);
+}
 
 // Moves the blocks of the least recently used classes (other than `keep`) out of the cache into `evicted` until
 // `over()` is false or nothing else is cached. Under s.mutex.
@@ -132,6 +140,7 @@ void evict_until(State& s, size_t keep, Over over, std::vector<std::pair<void*, 
         if (!oldest) break;
         evicted.emplace_back(oldest->blocks.back(), oldest_cls);
         oldest->blocks.pop_back();
+        ++s.ghosts[oldest_cls];
         s.cached -= static_cast<int64_t>(oldest_cls);
         s.os_bytes -= static_cast<int64_t>(oldest_cls);
     }
@@ -158,8 +167,10 @@ void* tracked_alloc(size_t bytes) {
     std::vector<std::pair<void*, size_t>> evicted;   // freed after the lock is released
     if (from_os) {   // make room first: a new block must not take the process past the budget
         std::lock_guard<std::mutex> lock(s.mutex);
+        if (auto ghost = s.ghosts.find(cls); ghost != s.ghosts.end() && ghost->second > 0)
+            --ghost->second, s.regret += static_cast<int64_t>(cls);   // an evicted block was needed after all
         const int64_t budget = s.limit >= 0 ? std::numeric_limits<int64_t>::max()
-                                            : os_budget(std::max(s.max_live, s.live + static_cast<int64_t>(bytes)));
+                                            : os_budget(s, std::max(s.max_live, s.live + static_cast<int64_t>(bytes)));
         evict_until(s, 0, [&] { return s.os_bytes + static_cast<int64_t>(cls) > budget; }, evicted);
     }
     release(evicted);
@@ -199,8 +210,8 @@ void tracked_free(void* ptr, size_t bytes) {
             if (size <= s.limit) evict_until(s, cls, [&] { return s.cached + size > s.limit; }, evicted);
             keep = s.cached + size <= s.limit;
         } else {   // os_bytes still counts this block
-            evict_until(s, cls, [&] { return s.os_bytes > os_budget(s.max_live); }, evicted);
-            keep = s.os_bytes <= os_budget(s.max_live);
+            evict_until(s, cls, [&] { return s.os_bytes > os_budget(s, s.max_live); }, evicted);
+            keep = s.os_bytes <= os_budget(s, s.max_live);
         }
         if (keep) {
             FreeList& list = s.free_blocks[cls];
@@ -212,6 +223,7 @@ void tracked_free(void* ptr, size_t bytes) {
         } else {
             s.os_bytes -= size;
             own_cls = cls;
+            if (s.limit < 0) ++s.ghosts[cls];
         }
     }
     release(evicted);
@@ -226,6 +238,7 @@ void empty_cache() {
         blocks.swap(s.free_blocks);
         s.os_bytes -= s.cached;
         s.cached = 0;
+        s.ghosts.clear(), s.regret = 0;   // a fresh start: the budget is learnt again
     }
     for (auto& [cls, list] : blocks)
         for (void* p : list.blocks) {

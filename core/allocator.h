@@ -12,9 +12,11 @@
 // classes per power of two (a block is at most 12.5 % larger than asked). A request whose class has no cached block
 // takes one of the nearest larger class up to twice the size, which goes back to its own class when freed, so
 // steps whose sizes change (VR-PGE's sampled subnetworks) still reuse the cache. What the allocator holds from the OS
-// (live blocks at their class size plus the cache) stays at most 3/2 of the highest live_bytes seen: a block freed
-// while that budget is spent, and the cached blocks of the least recently used classes when a new block needs room,
-// go back to the OS (blocks of 256 KiB and more are mmap'd, so they leave the resident set at once).
+// (live blocks at their class size plus the cache) stays at most 3/2 of the highest live_bytes seen, plus what
+// evictions were seen to cost, up to 3x: a block freed while that budget is spent, and the cached blocks of the
+// least recently used classes when a new block needs room, go back to the OS (blocks of 256 KiB and more are
+// mmap'd, so they leave the resident set at once); when a class evicted that way is asked for again, the budget
+// grows by that block, so a repeating step settles at the least cache under which it stops going to the OS.
 // set_cache_limit bounds the cache alone instead; empty_cache() releases it all, as torch.cuda.empty_cache does for
 // PyTorch's caching allocator.
 //
@@ -39,7 +41,7 @@ struct MemoryStats {
                                   // warm-up" checks)
     int64_t cached_bytes = 0;     // bytes in freed blocks kept for reuse
     int64_t os_bytes = 0;         // bytes held from the OS: live blocks (at their size class) + cached_bytes
-    int64_t highest_live_bytes = 0;   // highest live_bytes since start (never reset): os_bytes stays within 3/2 of it
+    int64_t highest_live_bytes = 0;   // highest live_bytes since start (never reset): os_bytes stays within 3/2 to 3x of it
 };
 
 void* tracked_alloc(size_t bytes);          // throws razor::Error on failure, naming the size
@@ -48,11 +50,11 @@ void tracked_free(void* ptr, size_t bytes);
 MemoryStats memory_stats();
 void reset_peak_memory();                   // peak := live, e.g. at the start of each training step
 
-// Returns every cached block to the OS (live blocks are untouched).
+// Returns every cached block to the OS (live blocks are untouched) and forgets what the budget learnt.
 void empty_cache();
 
 // The most bytes the cache may hold; a negative value restores the default (the allocator holds at most 3/2 of the
-// highest live_bytes seen from the OS).
+// highest live_bytes seen from the OS, more as evictions prove costly, up to 3x).
 // Blocks already cached beyond a lower limit go back to the OS as later frees make room.
 void set_cache_limit(int64_t bytes);
 

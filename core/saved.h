@@ -53,6 +53,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -109,6 +110,12 @@ struct SaveSite {
     SaveKind kind() const { return save_kind(role); }
 };
 
+// An 8-bit form with one affine map per channel, read in place (SavedTensor::channel_codes).
+struct ChannelCodes {
+    const float* qparams;   // (C, 2): lo_c, step_c
+    const uint8_t* codes;   // (numel) in the tensor's (N, C, S) order: value = lo_c + step_c * code
+};
+
 // The stored form of one saved item. Subclasses: DenseSaved (here), MaskSaved (here), and the Back Razor codecs
 // in sparse/ (bitmap + fp32/fp16/int8 values).
 class SavedTensor {
@@ -133,6 +140,10 @@ public:
         (void)f, (void)g, (void)out;
         return false;
     }
+    // For forms that store an (N, C, ...) tensor as one 8-bit code per element with an affine map per channel
+    // (value = lo_c + step_c * code): the codes and maps, so a kernel that reads each element once (BatchNorm's
+    // backward) works on them without a dense fp32 transient of the whole tensor. Empty for every other form.
+    virtual std::optional<ChannelCodes> channel_codes() const { return std::nullopt; }
 
     const Shape& shape() const { return shape_; }
     DType dtype() const { return dtype_; }

@@ -28,7 +28,8 @@
 //
 // Saves (batch_norm_relu saves exactly what batch_norm followed by relu saves, so tape accounting is unchanged):
 //   training=true   x as SaveRole::BatchNormInput (Back Razor may keep it as fp16, per-channel int8 or razored:
-//                   BatchNormSave in sparse/razor_policy.h; backward unpacks it to fp32) and per-channel mean and rstd as
+//                   BatchNormSave in sparse/razor_policy.h; backward unpacks it to fp32, except
+//                   per-channel int8, whose codes it reads in place: SavedTensor::channel_codes) and per-channel mean and rstd as
 //                   SaveRole::Statistics (dense fp32, 2 floats per channel), computed from the true x. Backward
 //                   recomputes x_hat = (x - mean) * rstd from them (back-razor.md §6.3), so a razored x works
 //                   unchanged. weight by reference (SaveRole::Parameter, 0 bytes) when x needs a gradient.
@@ -45,6 +46,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #if defined(__AVX512F__)
@@ -93,6 +95,32 @@ inline __m512 gm_load16(const float* g, const uint64_t* mask, int64_t j) {   // 
     return _mm512_maskz_loadu_ps(bits, g + j);
 }
 #endif
+
+// x_hat of value j of one channel, from the two stored forms backward reads in place:
+//   XhatF32   x kept in fp32 (dense or unpacked):   x_hat = (x - centre) * scale
+//   XhatCode  x kept as per-channel 8-bit codes:    x_hat = off + mul * code, off = (lo - centre) * scale,
+//             mul = step * scale (SavedTensor::channel_codes; no fp32 copy of x is made)
+struct XhatF32 {
+    const float* px;
+    float centre, scale;
+    float operator()(int64_t j) const { return (px[j] - centre) * scale; }
+#if defined(__AVX512F__)
+    __m512 load16(int64_t j) const {
+        return _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(px + j), _mm512_set1_ps(centre)), _mm512_set1_ps(scale));
+    }
+#endif
+};
+struct XhatCode {
+    const uint8_t* codes;
+    float off, mul;
+    float operator()(int64_t j) const { return off + mul * static_cast<float>(codes[j]); }
+#if defined(__AVX512F__)
+    __m512 load16(int64_t j) const {
+        const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + j))));
+        return _mm512_fmadd_ps(q, _mm512_set1_ps(mul), _mm512_set1_ps(off));
+    }
+#endif
+};
 
 // Two per-channel sums over the channel's N*S values, (C) each, in double. row(c, base, len, fa, fb) adds the
 // float sums of values [base, base + len) of x's flat (N, C, S) layout into fa, fb; it is called on runs of at
@@ -171,11 +199,16 @@ struct BatchNormBackward final : Node {
         // Per-channel centre and scale of x_hat = (x - centre_c) * scale_c: batch (mean, rstd) in training,
         // (running_mean, 1/sqrt(running_var + eps)) in eval.
         Tensor x, mean, rstd, running_mean, running_var, weight;
+        std::optional<ChannelCodes> codes;   // x as per-channel 8-bit codes, read in place (no unpacked copy)
+        const auto take_x = [&] {
+            codes = ctx.saved("x").channel_codes();
+            if (!codes) x = ctx.unpack("x");
+        };
         if (ctx.has("weight")) weight = ctx.unpack("weight");
         if (training) {
-            if (need_xhat) x = ctx.unpack("x"), mean = ctx.unpack("mean"), rstd = ctx.unpack("rstd");
+            if (need_xhat) take_x(), mean = ctx.unpack("mean"), rstd = ctx.unpack("rstd");
         } else {
-            if (want_w) x = ctx.unpack("x"), running_mean = ctx.unpack("running_mean");
+            if (want_w) take_x(), running_mean = ctx.unpack("running_mean");
             if (need_xhat) running_var = ctx.unpack("running_var");
         }
         const uint64_t* mask = relu ? ctx.mask("mask").words() : nullptr;
@@ -192,6 +225,15 @@ struct BatchNormBackward final : Node {
         }
         const float* pg = g.f32();
         const float* px = x.defined() ? x.f32() : nullptr;
+        // Runs body(xhat) with channel c's x_hat reader: over the codes when x is stored as codes, else over px.
+        const auto with_xhat = [&](int64_t c, const auto& body) {
+            if (codes) {
+                const float lo = codes->qparams[2 * c], step = codes->qparams[2 * c + 1];
+                body(XhatCode{codes->codes, (lo - centre[c]) * scale[c], step * scale[c]});
+            } else {
+                body(XhatF32{px, centre[c], scale[c]});
+            }
+        };
         // gm = g * 1[y > 0] under the fused ReLU (exact: relu's own backward), else g: gm_at / gm_load16.
 
         // Pass 1, reductions over the channel's M values: sum_g = Σ gm, sum_gxhat = Σ gm * x_hat.
@@ -199,29 +241,28 @@ struct BatchNormBackward final : Node {
         const bool need_gxhat = want_w || (want_x && training);
         if (want_b || need_gxhat) {
             channel_sums(N, C, S, sum_g, sum_gxhat, [&](int64_t c, int64_t i0, int64_t len, float& fa, float& fb) {
-                const float ce = centre[c], sc = scale[c];
-                const int64_t end = i0 + len;
-                int64_t j = i0;
-                float a = 0.f, b = 0.f;
+                with_xhat(c, [&](const auto& xhat) {
+                    const int64_t end = i0 + len;
+                    int64_t j = i0;
+                    float a = 0.f, b = 0.f;
 #if defined(__AVX512F__)
-                if (j % 16 == 0) {
-                    __m512 va = _mm512_setzero_ps(), vb = _mm512_setzero_ps();
-                    const __m512 vce = _mm512_set1_ps(ce), vsc = _mm512_set1_ps(sc);
-                    for (; j + 16 <= end; j += 16) {
-                        const __m512 v = gm_load16(pg, mask, j);
-                        va = _mm512_add_ps(va, v);
-                        if (need_gxhat)
-                            vb = _mm512_fmadd_ps(v, _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(px + j), vce), vsc), vb);
+                    if (j % 16 == 0) {
+                        __m512 va = _mm512_setzero_ps(), vb = _mm512_setzero_ps();
+                        for (; j + 16 <= end; j += 16) {
+                            const __m512 v = gm_load16(pg, mask, j);
+                            va = _mm512_add_ps(va, v);
+                            if (need_gxhat) vb = _mm512_fmadd_ps(v, xhat.load16(j), vb);
+                        }
+                        a = _mm512_reduce_add_ps(va), b = _mm512_reduce_add_ps(vb);
                     }
-                    a = _mm512_reduce_add_ps(va), b = _mm512_reduce_add_ps(vb);
-                }
 #endif
-                for (; j < end; ++j) {
-                    const float v = gm_at(pg, mask, j);
-                    a += v;
-                    if (need_gxhat) b += v * ((px[j] - ce) * sc);
-                }
-                fa += a, fb += b;
+                    for (; j < end; ++j) {
+                        const float v = gm_at(pg, mask, j);
+                        a += v;
+                        if (need_gxhat) b += v * xhat(j);
+                    }
+                    fa += a, fb += b;
+                });
             });
         }
         // gweight_c = Σ_{n,s} gm * x_hat      gbias_c = Σ_{n,s} gm          (C) -- reduced over N and S here
@@ -243,22 +284,24 @@ struct BatchNormBackward final : Node {
                 // gx_hat = gm w. Differentiating through mean and var (biased, 1/M):
                 //   gx = rstd/M * (M gx_hat - Σ gx_hat - x_hat Σ(gx_hat x_hat))
                 //      = w rstd * (gm - Σgm/M - x_hat Σ(gm x_hat)/M)                 (N, C, S) -- exact
-                const float k = w[c] * scale[c], ce = centre[c], sc = scale[c];
+                const float k = w[c] * scale[c];
                 const float mean_g = static_cast<float>(sum_g[c] / M);
                 const float mean_gxhat = static_cast<float>(sum_gxhat[c] / M);
-                int64_t j = base;
+                with_xhat(c, [&](const auto& xhat) {
+                    int64_t j = base;
 #if defined(__AVX512F__)
-                if (j % 16 == 0) {
-                    const __m512 vk = _mm512_set1_ps(k), vce = _mm512_set1_ps(ce), vsc = _mm512_set1_ps(sc);
-                    const __m512 vmg = _mm512_set1_ps(mean_g), vmgx = _mm512_set1_ps(mean_gxhat);
-                    for (; j + 16 <= base + n_sp; j += 16) {
-                        const __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(px + j), vce), vsc);
-                        const __m512 t = _mm512_sub_ps(_mm512_sub_ps(gm_load16(pg, mask, j), vmg), _mm512_mul_ps(xhat, vmgx));
-                        _mm512_storeu_ps(pgx + j, _mm512_mul_ps(vk, t));
+                    if (j % 16 == 0) {
+                        const __m512 vk = _mm512_set1_ps(k);
+                        const __m512 vmg = _mm512_set1_ps(mean_g), vmgx = _mm512_set1_ps(mean_gxhat);
+                        for (; j + 16 <= base + n_sp; j += 16) {
+                            const __m512 t = _mm512_sub_ps(_mm512_sub_ps(gm_load16(pg, mask, j), vmg),
+                                                           _mm512_mul_ps(xhat.load16(j), vmgx));
+                            _mm512_storeu_ps(pgx + j, _mm512_mul_ps(vk, t));
+                        }
                     }
-                }
 #endif
-                for (; j < base + n_sp; ++j) pgx[j] = k * (gm_at(pg, mask, j) - mean_g - (px[j] - ce) * sc * mean_gxhat);
+                    for (; j < base + n_sp; ++j) pgx[j] = k * (gm_at(pg, mask, j) - mean_g - xhat(j) * mean_gxhat);
+                });
             } else {
                 // y = x a + c with constant a = w / sqrt(running_var + eps):  gx = gm a      (N, C, S) -- exact
                 const float a = w[c] * scale[c];

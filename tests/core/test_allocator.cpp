@@ -109,3 +109,21 @@ TEST_CASE("allocator: what it holds from the OS stays within 3/2 of the highest 
     CHECK(memory_stats().os_allocations == held.os_allocations);   // ...and serve the next request of their class
     empty_cache();
 }
+
+TEST_CASE("allocator: a step that keeps asking for evicted blocks raises the budget until it stops going to the OS") {
+    // Three sizes more than 2x apart (no block serves another's request) that fit the cache together only above
+    // 3/2 of the highest live set: LRU eviction alone would go to the OS once every round, forever.
+    empty_cache();
+    { Tensor peak = Tensor::empty({4 << 20}); }
+    const int64_t highest = memory_stats().highest_live_bytes;
+    const auto round = [&] {
+        for (double f : {0.2, 0.45, 0.95}) { Tensor t = Tensor::empty({static_cast<int64_t>(f * highest) / 4}); }
+    };
+    round(), round(), round();   // learn
+    const int64_t learnt = memory_stats().os_allocations;
+    for (int i = 0; i < 5; ++i) round();
+    CHECK(memory_stats().os_allocations == learnt);
+    CHECK(memory_stats().os_bytes > highest + highest / 2);   // the budget grew past 3/2...
+    CHECK(memory_stats().os_bytes <= 3 * highest);            // ...and stays within its cap
+    empty_cache();
+}
