@@ -66,7 +66,6 @@ void Progress::update(int64_t step, double loss, double accuracy, const std::str
     }
     last_draw_ = now;
     last_decile_ = decile;
-    const double frac = total_ ? static_cast<double>(step) / total_ : 1.0;
     const double eta = step > first_ ? seconds() * static_cast<double>(total_ - step) / static_cast<double>(step - first_) : 0.0;
     const std::string line = progress_text({label_, step, total_, loss, accuracy, images_per_second(), eta, extra},
                                            columns_);
