@@ -17,7 +17,8 @@
 #    that start the CLI run build-aarch64/razor-emulated (tests/CMakeLists.txt), which execs razor under qemu; those
 #    that call /usr/bin/python3 (PyTorch interop, when torch is installed) run the host's python natively.
 #
-# Speed is not measured here: everything runs emulated, many times slower than on ARM hardware.
+# Speed is not measured here: everything runs emulated, many times slower than on ARM hardware (one numerics test
+# case can take minutes under qemu-user, and the whole fast suite hours on 2 cores; hence the doctest filters above).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
