@@ -103,7 +103,8 @@ struct PeakSplit {
     int64_t model_state = 0, tape = 0, transient = 0, allocator_cache = 0, other = 0;
 };
 
-PeakSplit split_peak(const nn::Module& model, const optim::Optimizer& opt, int64_t tape_peak, int64_t os_bytes) {
+PeakSplit split_peak(const nn::Module& model, const optim::Optimizer& opt, int64_t tape_peak, int64_t os_bytes,
+                     int64_t peak_rss) {
     PeakSplit s;
     for (const Tensor& p : model.parameters()) {
         s.model_state += static_cast<int64_t>(p.nbytes());
@@ -116,7 +117,7 @@ PeakSplit split_peak(const nn::Module& model, const optim::Optimizer& opt, int64
     s.tape = tape_peak;
     s.transient = std::max<int64_t>(0, peak - s.model_state - s.tape);
     s.allocator_cache = std::max<int64_t>(0, os_bytes - peak);
-    s.other = std::max<int64_t>(0, peak_rss_bytes() - std::max(os_bytes, peak));
+    s.other = std::max<int64_t>(0, peak_rss - std::max(os_bytes, peak));
     return s;
 }
 
@@ -206,7 +207,11 @@ int bench(const BenchOptions& o) {
         }
         if (s >= warmup) ms.push_back(elapsed / static_cast<double>(unit));
     }
-    const PeakSplit split = split_peak(*model, opt, tape.stored_bytes, std::max(os_bytes_at_warm, memory_stats().os_bytes));
+    // One reading of the peak RSS for the split and the JSON, so the parts add up to exactly the figure reported
+    // (read twice, building the JSON in between could raise the second reading).
+    const int64_t peak_rss = peak_rss_bytes();
+    const PeakSplit split = split_peak(*model, opt, tape.stored_bytes, std::max(os_bytes_at_warm, memory_stats().os_bytes),
+                                       peak_rss);
     std::vector<double> sorted = ms;
     std::sort(sorted.begin(), sorted.end());
     const size_t n = sorted.size();
@@ -232,7 +237,7 @@ int bench(const BenchOptions& o) {
                               {"timed_os_allocations", memory_stats().os_allocations - os_allocations_at_warm},
                               {"cached_bytes", memory_stats().cached_bytes},
                               {"os_bytes", memory_stats().os_bytes},
-                              {"peak_rss_bytes", peak_rss_bytes()},
+                              {"peak_rss_bytes", peak_rss},
                               {"rss_split",
                                {{"model_state", split.model_state},
                                 {"tape", split.tape},
@@ -285,7 +290,7 @@ int bench(const BenchOptions& o) {
                 format_bytes(memory_stats().cached_bytes).c_str());
     std::printf("  peak RSS            %s = model state %s + tape %s + transient %s + allocator cache %s + "
                 "other %s\n",
-                format_bytes(peak_rss_bytes()).c_str(), format_bytes(split.model_state).c_str(),
+                format_bytes(peak_rss).c_str(), format_bytes(split.model_state).c_str(),
                 format_bytes(split.tape).c_str(), format_bytes(split.transient).c_str(),
                 format_bytes(split.allocator_cache).c_str(), format_bytes(split.other).c_str());
     return 0;
