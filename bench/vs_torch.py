@@ -32,6 +32,15 @@ razor's build banner) and the command.
   /usr/bin/python3 bench/vs_torch.py --quick                           # smoke: mlp, resnet20, 2 reps, 3 steps
   /usr/bin/python3 bench/vs_torch.py --models resnet50 --image-size 224 --batch 32 --razor-models "" --keep-models ""
                                                     # torchvision's ImageNet families at 224 px (own block in --write)
+  /usr/bin/python3 bench/vs_torch.py --isa avx2 --razor build-haswell/razor --op-bench build-haswell/bench/razor_op_bench
+                                                    # both sides limited to AVX2 on an AVX-512 CPU (own block)
+
+--isa avx2 limits both sides to AVX2+FMA on a CPU that has more, through their environment: razor gets RAZOR_ISA=avx2
+(its GEMM and Winograd families); PyTorch gets ATEN_CPU_CAPABILITY=avx2 (its own kernels), ONEDNN_MAX_CPU_ISA=AVX2
+(the convs) and OPENBLAS_CORETYPE=Haswell (torch.mm and linear go through OpenBLAS, which otherwise picks its AVX-512
+kernels). razor's element-wise loops and Eigen are compiled for the build's baseline, so pair it with a build whose
+baseline is AVX2 (-DRAZOR_NATIVE=OFF -DCMAKE_CXX_FLAGS=-march=haswell): that build is what an AVX2 laptop's
+-march=native build compiles, and RAZOR_ISA=avx2 on a -march=native AVX-512 build would still run AVX-512 loops.
 """
 import argparse
 import os
@@ -93,6 +102,8 @@ def main():
     ap.add_argument("--razor-values", default="int8")
     ap.add_argument("--keep-models", default="resnet32x2", help="models that get a VR-PGE row")
     ap.add_argument("--keep", type=float, default=0.5)
+    ap.add_argument("--isa", choices=["", "avx2"], default="",
+                    help="limit both sides to this kernel family (see above; pair avx2 with a -march=haswell build)")
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: --models mlp,resnet20 --reps 2 --steps 3 --sgemm 1024 (marked as a smoke run)")
     ap.add_argument("--write", default=os.path.join(stepbench.ROOT, "docs", "benchmarks.md"),
@@ -101,6 +112,9 @@ def main():
     if args.quick:
         args.models, args.reps, args.steps, args.sgemm = "mlp,resnet20", 2, 3, 1024
     stepbench.need_razor(args.razor)
+    isa_env = {"avx2": {"RAZOR_ISA": "avx2", "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+                        "OPENBLAS_CORETYPE": "Haswell"}}.get(args.isa, {})
+    os.environ.update(isa_env)   # every process below inherits it; each side reads only its own variables
     if not os.path.exists(args.op_bench):
         sys.exit(f"{args.op_bench} not found; build it first (cmake --build build --target razor_op_bench)")
 
@@ -157,13 +171,15 @@ def main():
         f"({args.sgemm}³, float32, median of 3 products per repetition): razor's gemm ({gemm_engine}) "
         f"{peaks['razor']:.1f} GFLOP/s, PyTorch's torch.mm {peaks['PyTorch']:.1f} GFLOP/s; the % column uses the "
         f"faster, {peak_side}'s ({peak:.1f} GFLOP/s). Total {seconds:.0f} s.", "",
-        stepbench.machine_line(args.threads, load_start, load_end, torch_version, banner), "",
+        stepbench.machine_line(args.threads, load_start, load_end, torch_version, banner)
+        + (" Limited to AVX2 through the environment: " + ", ".join(f"{k}={v}" for k, v in isa_env.items()) + "."
+           if isa_env else ""), "",
         f"Command: `{command.strip()}`", ""] + lines)
     print("\n" + text)
     if args.write:
         # one block per image size and kernel family: an AVX2 machine's run does not replace the AVX-512 table
         key = ("vs-torch" + ("" if args.image_size == 32 else f"-{args.image_size}px")
-               + ("-avx2" if "ISA avx2" in banner else ""))
+               + ("-avx2" if "ISA avx2" in banner else "") + ("-limited" if args.isa else ""))
         stepbench.write_between_markers(args.write, key, text)
         print(f"\nwrote {args.write}", file=sys.stderr)
 

@@ -52,13 +52,10 @@ ChannelTensor add_relu(const ChannelTensor& a, const ChannelTensor& b) {
     if (a.channels == b.channels) return {razor::add_relu(a.x, b.x), a.channels};   // the dense case
     std::vector<int64_t> u;
     std::set_union(a.channels.begin(), a.channels.end(), b.channels.begin(), b.channels.end(), std::back_inserter(u));
-    // The stream usually already holds every channel of the branch: one scatter-add of one into the other.
-    if (u == a.channels) return {relu(index_add(a.x, 1, index_tensor(positions_in(b.channels, u)), b.x)), u};
-    if (u == b.channels) return {relu(index_add(b.x, 1, index_tensor(positions_in(a.channels, u)), a.x)), u};
-    Shape s = a.x.shape();
-    s[1] = static_cast<int64_t>(u.size());
-    Tensor y = index_add(Tensor::zeros(s), 1, index_tensor(positions_in(a.channels, u)), a.x);
-    return {relu(index_add(y, 1, index_tensor(positions_in(b.channels, u)), b.x)), u};
+    // One pass onto the union A ∪ O: no copy of the stream, no zero fill where neither holds every channel.
+    return {add_relu_channels(a.x, positions_in(a.channels, u), b.x, positions_in(b.channels, u),
+                              static_cast<int64_t>(u.size())),
+            u};
 }
 
 void ChannelSubsets::keep(const std::string& path, std::vector<int64_t> channels) {

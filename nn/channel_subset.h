@@ -46,8 +46,8 @@ struct ChannelTensor {
 Tensor to_dense(const ChannelTensor& x, int64_t width, int64_t dim = 1);
 
 // relu(a + b) over the union of the two channel sets (the residual add of a ResNet block): add_relu when both hold
-// the same channels; one scatter-add (index_add) of the smaller into the larger when one set contains the other;
-// else both scattered into zeros over the union. An empty set contributes nothing.
+// the same channels, else add_relu_channels onto the union (one pass, each input read in place). An empty set
+// contributes nothing.
 ChannelTensor add_relu(const ChannelTensor& a, const ChannelTensor& b);
 
 // 0, 1, ..., n-1, and an (n) i64 tensor of the given values.

@@ -1,5 +1,7 @@
 // tests/core/ops/test_relu.cpp -- relu: gradcheck, 1-bit save, PyTorch parity; add_relu: gradcheck, equal to
-// relu(add(a, b)) bit for bit (whose parts have PyTorch fixtures), the same 1-bit save, errors.
+// relu(add(a, b)) bit for bit (whose parts have PyTorch fixtures), the same 1-bit save, errors; add_relu_channels:
+// gradcheck, equal to relu(index_add(index_add(zeros, a), b)) bit for bit (index_add and relu have PyTorch fixtures),
+// the same save, errors.
 #include <cmath>
 
 #include "support/gradcheck.h"
@@ -89,4 +91,84 @@ TEST_CASE("add_relu: bit-identical to relu(add(a, b)) forward and backward; save
 TEST_CASE("add_relu: a shape mismatch names the op, both shapes and a hint") {
     CHECK_THROWS_WITH_AS(add_relu(Tensor::zeros({2, 3}), Tensor::zeros({3})),
                          doctest::Contains("add_relu: expected a and b of one shape, got (2, 3) and (3)"), Error);
+}
+
+namespace {
+Tensor positions(const std::vector<int64_t>& at) {
+    return Tensor::from_vector_i64({static_cast<int64_t>(at.size())}, at);
+}
+// The unfused reference: both inputs scattered into zeros over `channels`, added, relu.
+Tensor reference_channels(const Tensor& a, const std::vector<int64_t>& a_at, const Tensor& b,
+                          const std::vector<int64_t>& b_at, int64_t channels) {
+    Shape s = a.shape();
+    s[1] = channels;
+    return relu(index_add(index_add(Tensor::zeros(s), 1, positions(a_at), a), 1, positions(b_at), b));
+}
+}  // namespace
+
+TEST_CASE("add_relu_channels: gradcheck away from 0, both inputs, a channel neither holds") {
+    // 6 output channels: a holds 0, 2, 3, 5; b holds 1, 3, 5; channel 4 is in neither. Planes of 5: words span planes.
+    const std::vector<int64_t> a_at = {0, 2, 3, 5}, b_at = {1, 3, 5};
+    Tensor a = randn_leaf({2, 4, 5}, 21), b = randn_leaf({2, 3, 5}, 22);
+    {
+        NoGradGuard no_grad;   // inputs away from 0 by >= 0.2; sums of two may still land near 0 (checked below)
+        std::vector<float> av = a.to_vector(), bv = b.to_vector();
+        for (auto* v : {&av, &bv})
+            for (float& x : *v)
+                if (std::fabs(x) < 0.2f) x += x < 0 ? -0.3f : 0.3f;
+        for (auto [ia, ib] : {std::pair{2, 1}, {3, 2}})   // channels 3 and 5 hold a + b: move a where the sum is near 0
+            for (int64_t n = 0; n < 2; ++n)
+                for (int64_t k = 0; k < 5; ++k) {
+                    float& x = av[static_cast<size_t>((n * 4 + ia) * 5 + k)];
+                    const float sum = x + bv[static_cast<size_t>((n * 3 + ib) * 5 + k)];
+                    if (std::fabs(sum) < 0.2f) x += sum < 0 ? -0.4f : 0.4f;
+                }
+        a = leaf(Tensor::from_vector(a.shape(), av));
+        b = leaf(Tensor::from_vector(b.shape(), bv));
+    }
+    gradcheck("add_relu_channels",
+              [&](const std::vector<Tensor>& in) { return add_relu_channels(in[0], a_at, in[1], b_at, 6); }, {a, b});
+}
+
+TEST_CASE("add_relu_channels: bit-identical to relu of both scattered into zeros; saves only the 1-bit mask") {
+    struct Case {
+        std::vector<int64_t> a_at, b_at;
+        int64_t channels, plane;
+    };
+    const std::vector<Case> cases = {
+        {{0, 1, 2, 3, 4, 5, 6, 7}, {1, 4, 6}, 8, 64},     // b inside a (the stream holds the branch), whole words
+        {{2, 5}, {0, 1, 2, 3, 4, 5}, 6, 9},               // a inside b, planes of 9: words span planes
+        {{0, 3, 4}, {1, 3, 6}, 8, 1},                     // neither, channels 2, 5, 7 in none, 1-element planes
+        {{0, 2, 4, 6, 8, 10, 12, 14}, {1, 2, 3, 5, 8, 13, 15}, 16, 1024},   // parallel above 2^15 elements
+    };
+    for (const Case& c : cases) {
+        INFO("channels ", c.channels, ", plane ", c.plane);
+        const int64_t N = 3, na = static_cast<int64_t>(c.a_at.size()), nb = static_cast<int64_t>(c.b_at.size());
+        Tensor a1 = randn_leaf({N, na, c.plane}, 23), b1 = randn_leaf({N, nb, c.plane}, 24);
+        Tensor a2 = leaf(a1.detach()), b2 = leaf(b1.detach());
+        const int64_t live_before = current_tape().live().stored_bytes;
+        Tensor fused = add_relu_channels(a1, c.a_at, b1, c.b_at, c.channels);
+        CHECK(current_tape().live().stored_bytes - live_before == (N * c.channels * c.plane + 63) / 64 * 8);
+        Tensor ref = reference_channels(a2, c.a_at, b2, c.b_at, c.channels);
+        CHECK(fused.shape() == ref.shape());
+        CHECK(fused.to_vector() == ref.to_vector());
+        Generator gen(25);
+        const Tensor g = Tensor::randn(ref.shape(), gen);
+        fused.backward(g);
+        ref.backward(g);
+        CHECK(a1.grad().to_vector() == a2.grad().to_vector());
+        CHECK(b1.grad().to_vector() == b2.grad().to_vector());
+    }
+}
+
+TEST_CASE("add_relu_channels: a wrong shape or position names the op, what was expected and a hint") {
+    const Tensor a = Tensor::zeros({2, 3, 4}), b = Tensor::zeros({2, 2, 4});
+    CHECK_THROWS_WITH_AS(add_relu_channels(a, {0, 1}, b, {1, 2}, 3),
+                         doctest::Contains("add_relu_channels: expected a of shape (N, 2, ...)"), Error);
+    CHECK_THROWS_WITH_AS(add_relu_channels(a, {0, 1, 1}, b, {1, 2}, 3),
+                         doctest::Contains("a's channel position 1 is out of [0, 3) or repeated"), Error);
+    CHECK_THROWS_WITH_AS(add_relu_channels(a, {0, 1, 2}, b, {1, 3}, 3),
+                         doctest::Contains("b's channel position 3 is out of [0, 3)"), Error);
+    CHECK_THROWS_WITH_AS(add_relu_channels(a, {0, 1, 2}, Tensor::zeros({2, 2, 5}), {1, 2}, 3),
+                         doctest::Contains("differ outside dim 1"), Error);
 }
