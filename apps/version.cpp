@@ -31,12 +31,7 @@ std::string compiler() {
 std::string version_text() {
     std::string isa = fmt("ISA ", isa_name(active_isa()));
     if (active_isa() != cpu_isa()) isa += fmt(" (RAZOR_ISA; the CPU has ", isa_name(cpu_isa()), ")");
-#ifdef RAZOR_NATIVE_BUILD
-    const char* target = "-march=native";
-#else
-    const char* target = "portable ISA";
-#endif
-    return fmt("razor ", RAZOR_VERSION, " (commit ", RAZOR_GIT_COMMIT, ")\n", isa, " | ", target, " | ", compiler(),
+    return fmt("razor ", RAZOR_VERSION, " (commit ", RAZOR_GIT_COMMIT, ")\n", isa, " | ", build_target(), " | ", compiler(),
                " | ", build_type(), " build | OpenMP ", openmp_enabled() ? "on" : "off", "\n");
 }
 

@@ -54,15 +54,28 @@ bool sanitized_build() {
 #endif
 }
 
+std::string build_target() {
+#ifdef RAZOR_NATIVE_BUILD
+    const std::string target = "-march=native";
+#else
+    const std::string target = "portable ISA";
+#endif
+#if defined(__AVX512F__)
+    return target + " (baseline avx512)";
+#elif defined(__AVX2__)
+    return target + " (baseline avx2)";
+#elif defined(__x86_64__)
+    return target + " (baseline sse2)";
+#else
+    return target + " (baseline generic)";
+#endif
+}
+
 std::string runtime_banner() {
     std::string banner = fmt("razor | ", build_type(), " build | ");
     banner += openmp_enabled() ? fmt("OpenMP on, ", num_threads(), num_threads() == 1 ? " thread" : " threads")
                                : std::string("OpenMP OFF: single thread (slow; install libomp-dev or use g++)");
-#ifdef RAZOR_NATIVE_BUILD
-    banner += " | -march=native";
-#else
-    banner += " | portable ISA";
-#endif
+    banner += " | " + build_target();
     banner += fmt(" | Eigen ", EIGEN_WORLD_VERSION, ".", EIGEN_MAJOR_VERSION, ".", EIGEN_MINOR_VERSION);
     banner += fmt(" | ISA ", isa_name(active_isa()));
     if (active_isa() != cpu_isa()) banner += fmt(" (RAZOR_ISA; the CPU has ", isa_name(cpu_isa()), ")");

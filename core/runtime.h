@@ -21,4 +21,9 @@ bool sanitized_build();
 //  save policy dense" (the ISA part adds "(RAZOR_ISA; the CPU has avx512)" when lowered)
 std::string runtime_banner();
 
+// What the build's baseline code (Eigen, the element-wise loops, everything outside the dispatched GEMM and
+// Winograd families) was compiled for: "-march=native" or "portable ISA", and the widest vector ISA the compiler
+// was allowed, e.g. "-march=native (baseline avx512)", "portable ISA (baseline avx2)" for -march=haswell.
+std::string build_target();
+
 }  // namespace razor

@@ -49,8 +49,10 @@
 #include <optional>
 #include <vector>
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
+#endif
+#if defined(__AVX512F__)
 // GCC 12 reports a false "may be used uninitialized" inside _mm512_reduce_add_ps (avx512fintrin.h), not this code.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -94,6 +96,21 @@ inline __m512 gm_load16(const float* g, const uint64_t* mask, int64_t j) {   // 
     const auto bits = mask ? static_cast<__mmask16>(mask[j >> 6] >> (j & 63)) : static_cast<__mmask16>(0xFFFF);
     return _mm512_maskz_loadu_ps(bits, g + j);
 }
+#elif defined(__AVX2__) && defined(__FMA__)
+// AVX2 has no mask registers: the 8 mask bits of values j..j+7 become lane masks by testing each lane's own bit.
+inline __m256 gm_load8(const float* g, const uint64_t* mask, int64_t j) {   // j % 8 == 0
+    const __m256 v = _mm256_loadu_ps(g + j);
+    if (!mask) return v;
+    const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    const __m256i byte = _mm256_set1_epi32(static_cast<int>((mask[j >> 6] >> (j & 63)) & 0xFFu));
+    const __m256i on = _mm256_cmpeq_epi32(_mm256_and_si256(byte, bit), bit);
+    return _mm256_and_ps(v, _mm256_castsi256_ps(on));
+}
+inline float reduce_add8(__m256 v) {
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
+}
 #endif
 
 // x_hat of value j of one channel, from the two stored forms backward reads in place:
@@ -108,6 +125,10 @@ struct XhatF32 {
     __m512 load16(int64_t j) const {
         return _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(px + j), _mm512_set1_ps(centre)), _mm512_set1_ps(scale));
     }
+#elif defined(__AVX2__) && defined(__FMA__)
+    __m256 load8(int64_t j) const {
+        return _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(px + j), _mm256_set1_ps(centre)), _mm256_set1_ps(scale));
+    }
 #endif
 };
 struct XhatCode {
@@ -118,6 +139,12 @@ struct XhatCode {
     __m512 load16(int64_t j) const {
         const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + j))));
         return _mm512_fmadd_ps(q, _mm512_set1_ps(mul), _mm512_set1_ps(off));
+    }
+#elif defined(__AVX2__) && defined(__FMA__)
+    __m256 load8(int64_t j) const {
+        const __m128i c8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + j));
+        const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c8));
+        return _mm256_fmadd_ps(q, _mm256_set1_ps(mul), _mm256_set1_ps(off));
     }
 #endif
 };
@@ -255,6 +282,16 @@ struct BatchNormBackward final : Node {
                         }
                         a = _mm512_reduce_add_ps(va), b = _mm512_reduce_add_ps(vb);
                     }
+#elif defined(__AVX2__) && defined(__FMA__)
+                    if (j % 8 == 0) {
+                        __m256 va = _mm256_setzero_ps(), vb = _mm256_setzero_ps();
+                        for (; j + 8 <= end; j += 8) {
+                            const __m256 v = gm_load8(pg, mask, j);
+                            va = _mm256_add_ps(va, v);
+                            if (need_gxhat) vb = _mm256_fmadd_ps(v, xhat.load8(j), vb);
+                        }
+                        a = reduce_add8(va), b = reduce_add8(vb);
+                    }
 #endif
                     for (; j < end; ++j) {
                         const float v = gm_at(pg, mask, j);
@@ -297,6 +334,16 @@ struct BatchNormBackward final : Node {
                             const __m512 t = _mm512_sub_ps(_mm512_sub_ps(gm_load16(pg, mask, j), vmg),
                                                            _mm512_mul_ps(xhat.load16(j), vmgx));
                             _mm512_storeu_ps(pgx + j, _mm512_mul_ps(vk, t));
+                        }
+                    }
+#elif defined(__AVX2__) && defined(__FMA__)
+                    if (j % 8 == 0) {
+                        const __m256 vk = _mm256_set1_ps(k);
+                        const __m256 vmg = _mm256_set1_ps(mean_g), vmgx = _mm256_set1_ps(mean_gxhat);
+                        for (; j + 8 <= base + n_sp; j += 8) {
+                            const __m256 t = _mm256_sub_ps(_mm256_sub_ps(gm_load8(pg, mask, j), vmg),
+                                                           _mm256_mul_ps(xhat.load8(j), vmgx));
+                            _mm256_storeu_ps(pgx + j, _mm256_mul_ps(vk, t));
                         }
                     }
 #endif
