@@ -23,7 +23,7 @@
 // Measured (docs/ops.md "Fused ops", perf record of `razor bench --model resnet20 --batch 128 --threads 2`): the
 // fused forward takes 3-5 % of the step against 8.3 % for batch_norm + relu + mask packing; the backward's
 // reduction pass took 14 % against 7.2 % for the pair's two backwards while the mask was decoded by a shift per
-// value; with one masked 16-lane load per 16 mask bits (gm_load16) it takes 3.3-3.8 % and the whole backward
+// value; with one masked 16-lane load per 16 mask bits (Lanes::gm) it takes 3.3-3.8 % and the whole backward
 // about 5.5 % (quiet machine).
 //
 // Saves (batch_norm_relu saves exactly what batch_norm followed by relu saves, so tape accounting is unchanged):
@@ -91,26 +91,61 @@ inline float& at(const Tensor& v, int64_t c) { return v.f32()[c * v.strides()[0]
 inline float gm_at(const float* g, const uint64_t* mask, int64_t j) {
     return !mask || ((mask[j >> 6] >> (j & 63)) & 1u) ? g[j] : 0.f;
 }
+// The vector loops below are written once over `Lanes`: 16 floats of AVX-512 or 8 of AVX2+FMA, whichever the
+// build's baseline has (none: only the scalar loops run). gm(g, mask, j) loads gm for values j.. (j % width == 0).
 #if defined(__AVX512F__)
-inline __m512 gm_load16(const float* g, const uint64_t* mask, int64_t j) {   // j % 16 == 0
-    const auto bits = mask ? static_cast<__mmask16>(mask[j >> 6] >> (j & 63)) : static_cast<__mmask16>(0xFFFF);
-    return _mm512_maskz_loadu_ps(bits, g + j);
-}
+#define RAZOR_BN_LANES 1
+struct Lanes {
+    using V = __m512;
+    static constexpr int64_t width = 16;
+    static V zero() { return _mm512_setzero_ps(); }
+    static V set1(float v) { return _mm512_set1_ps(v); }
+    static V load(const float* p) { return _mm512_loadu_ps(p); }
+    static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+    static V add(V a, V b) { return _mm512_add_ps(a, b); }
+    static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+    static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+    static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+    static float reduce(V v) { return _mm512_reduce_add_ps(v); }
+    static V widen(const uint8_t* codes) {   // 16 codes as floats
+        return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes))));
+    }
+    // The 16 mask bits are the load's lane mask.
+    static V gm(const float* g, const uint64_t* mask, int64_t j) {
+        const auto bits = mask ? static_cast<__mmask16>(mask[j >> 6] >> (j & 63)) : static_cast<__mmask16>(0xFFFF);
+        return _mm512_maskz_loadu_ps(bits, g + j);
+    }
+};
 #elif defined(__AVX2__) && defined(__FMA__)
-// AVX2 has no mask registers: the 8 mask bits of values j..j+7 become lane masks by testing each lane's own bit.
-inline __m256 gm_load8(const float* g, const uint64_t* mask, int64_t j) {   // j % 8 == 0
-    const __m256 v = _mm256_loadu_ps(g + j);
-    if (!mask) return v;
-    const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
-    const __m256i byte = _mm256_set1_epi32(static_cast<int>((mask[j >> 6] >> (j & 63)) & 0xFFu));
-    const __m256i on = _mm256_cmpeq_epi32(_mm256_and_si256(byte, bit), bit);
-    return _mm256_and_ps(v, _mm256_castsi256_ps(on));
-}
-inline float reduce_add8(__m256 v) {
-    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
-}
+#define RAZOR_BN_LANES 1
+struct Lanes {
+    using V = __m256;
+    static constexpr int64_t width = 8;
+    static V zero() { return _mm256_setzero_ps(); }
+    static V set1(float v) { return _mm256_set1_ps(v); }
+    static V load(const float* p) { return _mm256_loadu_ps(p); }
+    static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+    static V add(V a, V b) { return _mm256_add_ps(a, b); }
+    static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+    static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+    static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+    static float reduce(V v) {
+        const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
+    }
+    static V widen(const uint8_t* codes) {   // 8 codes as floats
+        return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes))));
+    }
+    // No mask registers: the 8 mask bits become lane masks by testing each lane's own bit.
+    static V gm(const float* g, const uint64_t* mask, int64_t j) {
+        const __m256 v = _mm256_loadu_ps(g + j);
+        if (!mask) return v;
+        const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+        const __m256i byte = _mm256_set1_epi32(static_cast<int>((mask[j >> 6] >> (j & 63)) & 0xFFu));
+        return _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(byte, bit), bit)));
+    }
+};
 #endif
 
 // x_hat of value j of one channel, from the two stored forms backward reads in place:
@@ -121,13 +156,9 @@ struct XhatF32 {
     const float* px;
     float centre, scale;
     float operator()(int64_t j) const { return (px[j] - centre) * scale; }
-#if defined(__AVX512F__)
-    __m512 load16(int64_t j) const {
-        return _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(px + j), _mm512_set1_ps(centre)), _mm512_set1_ps(scale));
-    }
-#elif defined(__AVX2__) && defined(__FMA__)
-    __m256 load8(int64_t j) const {
-        return _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(px + j), _mm256_set1_ps(centre)), _mm256_set1_ps(scale));
+#if RAZOR_BN_LANES
+    Lanes::V load(int64_t j) const {
+        return Lanes::mul(Lanes::sub(Lanes::load(px + j), Lanes::set1(centre)), Lanes::set1(scale));
     }
 #endif
 };
@@ -135,17 +166,8 @@ struct XhatCode {
     const uint8_t* codes;
     float off, mul;
     float operator()(int64_t j) const { return off + mul * static_cast<float>(codes[j]); }
-#if defined(__AVX512F__)
-    __m512 load16(int64_t j) const {
-        const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + j))));
-        return _mm512_fmadd_ps(q, _mm512_set1_ps(mul), _mm512_set1_ps(off));
-    }
-#elif defined(__AVX2__) && defined(__FMA__)
-    __m256 load8(int64_t j) const {
-        const __m128i c8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + j));
-        const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c8));
-        return _mm256_fmadd_ps(q, _mm256_set1_ps(mul), _mm256_set1_ps(off));
-    }
+#if RAZOR_BN_LANES
+    Lanes::V load(int64_t j) const { return Lanes::fmadd(Lanes::widen(codes + j), Lanes::set1(mul), Lanes::set1(off)); }
 #endif
 };
 
@@ -261,7 +283,7 @@ struct BatchNormBackward final : Node {
                 body(XhatF32{px, centre[c], scale[c]});
             }
         };
-        // gm = g * 1[y > 0] under the fused ReLU (exact: relu's own backward), else g: gm_at / gm_load16.
+        // gm = g * 1[y > 0] under the fused ReLU (exact: relu's own backward), else g: gm_at / Lanes::gm.
 
         // Pass 1, reductions over the channel's M values: sum_g = Σ gm, sum_gxhat = Σ gm * x_hat.
         std::vector<double> sum_g, sum_gxhat;
@@ -272,25 +294,15 @@ struct BatchNormBackward final : Node {
                     const int64_t end = i0 + len;
                     int64_t j = i0;
                     float a = 0.f, b = 0.f;
-#if defined(__AVX512F__)
-                    if (j % 16 == 0) {
-                        __m512 va = _mm512_setzero_ps(), vb = _mm512_setzero_ps();
-                        for (; j + 16 <= end; j += 16) {
-                            const __m512 v = gm_load16(pg, mask, j);
-                            va = _mm512_add_ps(va, v);
-                            if (need_gxhat) vb = _mm512_fmadd_ps(v, xhat.load16(j), vb);
+#if RAZOR_BN_LANES
+                    if (j % Lanes::width == 0) {
+                        Lanes::V va = Lanes::zero(), vb = Lanes::zero();
+                        for (; j + Lanes::width <= end; j += Lanes::width) {
+                            const Lanes::V v = Lanes::gm(pg, mask, j);
+                            va = Lanes::add(va, v);
+                            if (need_gxhat) vb = Lanes::fmadd(v, xhat.load(j), vb);
                         }
-                        a = _mm512_reduce_add_ps(va), b = _mm512_reduce_add_ps(vb);
-                    }
-#elif defined(__AVX2__) && defined(__FMA__)
-                    if (j % 8 == 0) {
-                        __m256 va = _mm256_setzero_ps(), vb = _mm256_setzero_ps();
-                        for (; j + 8 <= end; j += 8) {
-                            const __m256 v = gm_load8(pg, mask, j);
-                            va = _mm256_add_ps(va, v);
-                            if (need_gxhat) vb = _mm256_fmadd_ps(v, xhat.load8(j), vb);
-                        }
-                        a = reduce_add8(va), b = reduce_add8(vb);
+                        a = Lanes::reduce(va), b = Lanes::reduce(vb);
                     }
 #endif
                     for (; j < end; ++j) {
@@ -326,24 +338,13 @@ struct BatchNormBackward final : Node {
                 const float mean_gxhat = static_cast<float>(sum_gxhat[c] / M);
                 with_xhat(c, [&](const auto& xhat) {
                     int64_t j = base;
-#if defined(__AVX512F__)
-                    if (j % 16 == 0) {
-                        const __m512 vk = _mm512_set1_ps(k);
-                        const __m512 vmg = _mm512_set1_ps(mean_g), vmgx = _mm512_set1_ps(mean_gxhat);
-                        for (; j + 16 <= base + n_sp; j += 16) {
-                            const __m512 t = _mm512_sub_ps(_mm512_sub_ps(gm_load16(pg, mask, j), vmg),
-                                                           _mm512_mul_ps(xhat.load16(j), vmgx));
-                            _mm512_storeu_ps(pgx + j, _mm512_mul_ps(vk, t));
-                        }
-                    }
-#elif defined(__AVX2__) && defined(__FMA__)
-                    if (j % 8 == 0) {
-                        const __m256 vk = _mm256_set1_ps(k);
-                        const __m256 vmg = _mm256_set1_ps(mean_g), vmgx = _mm256_set1_ps(mean_gxhat);
-                        for (; j + 8 <= base + n_sp; j += 8) {
-                            const __m256 t = _mm256_sub_ps(_mm256_sub_ps(gm_load8(pg, mask, j), vmg),
-                                                           _mm256_mul_ps(xhat.load8(j), vmgx));
-                            _mm256_storeu_ps(pgx + j, _mm256_mul_ps(vk, t));
+#if RAZOR_BN_LANES
+                    if (j % Lanes::width == 0) {
+                        const Lanes::V vk = Lanes::set1(k), vmg = Lanes::set1(mean_g), vmgx = Lanes::set1(mean_gxhat);
+                        for (; j + Lanes::width <= base + n_sp; j += Lanes::width) {
+                            const Lanes::V t = Lanes::sub(Lanes::sub(Lanes::gm(pg, mask, j), vmg),
+                                                          Lanes::mul(xhat.load(j), vmgx));
+                            Lanes::store(pgx + j, Lanes::mul(vk, t));
                         }
                     }
 #endif
