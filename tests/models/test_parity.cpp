@@ -39,7 +39,7 @@ double worst_error(const std::vector<float>& got, const std::vector<float>& ref,
 // BN bias whose output only reaches a train-mode BN through a conv, which removes every per-channel mean) has no scale
 // of its own to compare against; its gradient must instead be zero to 1e-6 of the model's largest sum |g|.
 void run_parity(std::shared_ptr<nn::Module> model, const std::string& fixture, int64_t S, int64_t batch,
-                const std::vector<std::string>& bn_paths, bool train_grads = true, bool eval_grads = true) {
+                const std::vector<std::string>& bn_paths, bool train_grads = true, double eval_grad_tolerance = 1e-4) {
     const SafeTensors f = test::load_fixture(fixture);
     const auto& ref = f.tensors;
     const double checksum = test::fill_hashed(*model);
@@ -67,7 +67,8 @@ void run_parity(std::shared_ptr<nn::Module> model, const std::string& fixture, i
         for (const auto& [name, p] : model->named_parameters()) {
             INFO(name);
             REQUIRE(p.grad().defined());
-            if ((mode == "train" && !train_grads) || (mode == "eval" && !eval_grads)) continue;
+            if (mode == "train" && !train_grads) continue;
+            const double tolerance = mode == "eval" ? eval_grad_tolerance : 1e-4;
             const std::vector<float> g = p.grad().to_vector();
             if (ref.at(mode + ".gsum." + name).to_vector()[2] <= 1e-12 * largest_abs_sum) {   // analytically zero
                 double abs_sum = 0;
@@ -80,7 +81,7 @@ void run_parity(std::shared_ptr<nn::Module> model, const std::string& fixture, i
             for (int64_t i = 0; i < n; i += stride) sample.push_back(g[i]);
             const double mean_abs = ref.at(mode + ".gsum." + name).to_vector()[2] / static_cast<double>(n);
             const double eg = worst_error(sample, ref.at(mode + ".grad." + name).to_vector(), mean_abs);
-            CHECK_MESSAGE(eg <= 1e-4, "gradient sample error ", eg);
+            CHECK_MESSAGE(eg <= tolerance, "gradient sample error ", eg);
             worst_grad = std::max(worst_grad, eg);
 
             double sum = 0, dot = 0, abs_sum = 0;
@@ -88,7 +89,7 @@ void run_parity(std::shared_ptr<nn::Module> model, const std::string& fixture, i
             const std::vector<float> r = ref.at(mode + ".gsum." + name).to_vector();   // [sum, dot, sum |g|]
             const double scale = std::max<double>(r[2], 1e-30);
             const double es = std::max({std::abs(sum - r[0]), std::abs(dot - r[1]), std::abs(abs_sum - r[2])}) / scale;
-            CHECK_MESSAGE(es <= 1e-4, "gradient sums error ", es, " (sum ", sum, " vs ", r[0], ", dot ", dot, " vs ",
+            CHECK_MESSAGE(es <= tolerance, "gradient sums error ", es, " (sum ", sum, " vs ", r[0], ", dot ", dot, " vs ",
                           r[1], ", |g| ", abs_sum, " vs ", r[2], ")");
             worst_sum = std::max(worst_sum, es);
         }
@@ -138,18 +139,21 @@ TEST_CASE("models: torchvision's resnet34 matches torchvision at 64x64 (logits, 
 // weights make the gradient grow ~10^4-fold towards the stem, through train-mode BN over 8 values per channel at
 // layer4. PyTorch's own float32 gradients then differ from its float64 ones by up to 23 % (measured: the worst
 // max-relative error over all parameters, batch 2 at 64 px; 20 % at batch 4, 96 px), so no float32 implementation can
-// meet 1e-4 there. Eval-mode gradients are well conditioned (PyTorch float32 vs float64: 2e-6; on inputs perturbed in
-// their last bit, 1.6e-6 to 2.4e-6) and are compared, with the train-mode logits, loss and BN statistics, in every
-// kernel family but generic (measured in-process: gradient samples 7.8e-6, sums 2.7e-6 under avx2 and avx512, which
-// no longer show issue 21's 1e-3; an eval-only run from the hashed running statistics: 2.9e-6 under avx2, 3.6e-6
-// under generic); resnet18 compares train-mode gradients too.
-// OPEN: under generic (Eigen) the eval-mode gradients after the train step now miss by 9.9e-3 (samples) and 1.2e-3
-// (sums). resnet34's train-mode miss under generic was traced to one ReLU flipped at its kink (see above); this one
-// is not yet traced, so generic compares the rest.
+// meet 1e-4 there; they are not compared.
+// Eval-mode gradients after the train step sit on ReLU kinks: in float64, layer1.0's ReLU has an input at 2.6e-8 of
+// its tensor's largest and layer3.5's at 5.4e-8, inside float32's rounding of conv + BN, so whichever way an
+// implementation rounds them flips a mask and moves the gradients below. PyTorch's own float32 run (this test's
+// metric, against the same float64 fixture) meets 1e-4 only on the exact input: on the input perturbed in its last
+// bit, x (1 + 2^-24 n), n ~ N(0, 1), 4 of 7 perturbations missed, worst 9.9e-3 (samples) and 1.5e-3 (sums). razor's
+// kernel families land on either side the same way: avx512 7.8e-6, generic 9.9e-3 (PyTorch's 9.9e-3 to two digits),
+// avx2 in an AVX2-baseline build 5.6e-3 (PyTorch's 5.6e-3 on another perturbation).
+// So eval-mode gradients are compared at 3e-2, three times PyTorch's worst: a wiring fault (a block's stride on the
+// wrong conv, a missing downsample, a swapped BN) moves them by O(1). The kernels' accuracy is held to 1e-4 by the
+// op tests and by the other models' comparisons here.
 TEST_CASE("models: torchvision's resnet50 matches torchvision at 64x64 (Bottleneck v1.5, downsample, BN statistics, "
           "eval-mode gradients)" * doctest::test_suite("model-scale")) {
     run_parity(zoo_model("resnet50"), "models_tv_resnet50", 64, 2, {"bn1", "layer4.2.bn3", "layer2.0.downsample.1"},
-               /*train_grads=*/false, /*eval_grads=*/active_isa() != Isa::Generic);
+               /*train_grads=*/false, /*eval_grad_tolerance=*/3e-2);
 }
 
 TEST_CASE("models: torchvision's ViT layout (vit_s_16, 2 layers, 224 px) matches torchvision (logits, every gradient)" *
