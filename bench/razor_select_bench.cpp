@@ -183,7 +183,7 @@ int main(int argc, char** argv) {
     }
     set_num_threads(threads);
     std::printf("%s\n", runtime_banner().c_str());
-    std::printf("masker kernels: %s; fp16 conversion: %s\n", masker_simd_enabled() ? "AVX-512" : "portable scalar",
+    std::printf("masker kernels: %s; fp16 conversion: %s\n", masker_kernels(),
                 f16c_enabled() ? "F16C" : "portable");
 
     // ResNet-20 conv inputs at batch 128 (shortcut inputs deduplicated).

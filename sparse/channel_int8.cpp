@@ -32,10 +32,7 @@ std::unique_ptr<ChannelInt8Tensor> ChannelInt8Tensor::pack(const Tensor& x_in) {
     for (int64_t c = 0; c < C; ++c) {
         float mn = 0.f, mx = 0.f;
         if (N * S > 0) mn = mx = px[c * S];
-        for (int64_t r = 0; r < N; ++r) {
-            const float* row = px + (r * C + c) * S;
-            for (int64_t s = 0; s < S; ++s) mn = std::min(mn, row[s]), mx = std::max(mx, row[s]);
-        }
+        for (int64_t r = 0; r < N; ++r) extend_range(px + (r * C + c) * S, S, mn, mx);
         qp[2 * c] = mn, qp[2 * c + 1] = (mx - mn) / 255.f;
     }
     // Pass 2: the codes, one (n, c) row of S values per task.

@@ -7,15 +7,22 @@
 #include "sparse/masker.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
 #include <cmath>
+#include <cstring>
 
 #include "core/check.h"
 #include "sparse/fp16.h"
 
+// The SIMD family is the build's baseline (not dispatched at run time, see docs/bench-ops.md): AVX-512 when the
+// baseline has it, else AVX2 (an AVX2 laptop's -march=native), else the portable loops.
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #define RAZOR_MASKER_AVX512 1
+#include <immintrin.h>
+#elif defined(__AVX2__)
+#define RAZOR_MASKER_AVX2 1
 #include <immintrin.h>
 #endif
 
@@ -39,6 +46,27 @@ inline __mmask16 valid_lanes(int64_t remaining) {
 inline __mmask16 low_lanes(int count) { return static_cast<__mmask16>((1u << count) - 1); }
 #endif
 
+#if RAZOR_MASKER_AVX2
+// AVX2 has no compress store (AVX-512's vpcompressd). Instead one vpermd moves the lanes an 8-bit mask selects to
+// the front, in index order; entry m of this table holds the positions of m's set bits, ascending, a byte each
+// (2 KiB). The full 8 lanes are then stored, so the destination needs 8 lanes of room past what is kept.
+constexpr std::array<uint64_t, 256> kCompressIndex = [] {
+    std::array<uint64_t, 256> table{};
+    for (unsigned m = 0; m < 256; ++m)
+        for (unsigned b = 0, k = 0; b < 8; ++b)
+            if (m >> b & 1u) table[m] |= uint64_t{b} << (8 * k++);
+    return table;
+}();
+inline __m256i compress_index(unsigned mask) {
+    return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(kCompressIndex[mask])));
+}
+// Lane masks as bits: key > bound, for keys and bounds in [0, 2^31) (|x|'s bits), where the signed compare is the
+// unsigned one.
+inline unsigned greater_bits(__m256i key, __m256i bound) {
+    return static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(key, bound))));
+}
+#endif
+
 // One pass over a sample: counts the keys above `hi` and writes the keys in [lo, hi] to `out` (in index order).
 // Returns the number written; `out` must have room for n.
 int64_t bracket_pass(const float* x, int64_t n, uint32_t lo, uint32_t hi, uint32_t* out, int64_t& above,
@@ -60,6 +88,20 @@ int64_t bracket_pass(const float* x, int64_t n, uint32_t lo, uint32_t hi, uint32
         }
         above = gt;
         return m;
+    }
+#elif RAZOR_MASKER_AVX2
+    if (!portable) {
+        // m <= i, so the 8 lanes stored at out + m stay inside out[0, n) while i + 8 <= n; the tail goes scalar.
+        const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
+        const __m256i vlo = _mm256_set1_epi32(static_cast<int>(lo)), vhi = _mm256_set1_epi32(static_cast<int>(hi));
+        for (; i + 8 <= n; i += 8) {
+            const __m256i key = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)), abs_mask);
+            const unsigned over = greater_bits(key, vhi), under = greater_bits(vlo, key);
+            const unsigned hit = ~(over | under) & 0xFFu;
+            gt += std::popcount(over);
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + m), _mm256_permutevar8x32_epi32(key, compress_index(hit)));
+            m += std::popcount(hit);
+        }
     }
 #endif
     for (; i < n; ++i) {
@@ -129,11 +171,13 @@ int64_t prune_rank(int64_t n_s, double ratio) {
 
 int64_t keep_count(int64_t n_s, double ratio) { return n_s <= 0 ? 0 : n_s - prune_rank(n_s, ratio) + 1; }
 
-bool masker_simd_enabled() {
+const char* masker_kernels() {
 #if RAZOR_MASKER_AVX512
-    return true;
+    return "AVX-512";
+#elif RAZOR_MASKER_AVX2
+    return "AVX2";
 #else
-    return false;
+    return "portable scalar";
 #endif
 }
 
@@ -262,6 +306,43 @@ int64_t pack_sample(const float* x, int64_t n, const SampleThreshold& t, uint64_
                 word |= static_cast<uint64_t>(keep) << j;
             }
             bits[w] = word;
+        }
+        return out;
+    }
+#elif RAZOR_MASKER_AVX2
+    (void)store_chunk;
+    if (!portable) {
+        // A word's kept values are compressed 8 lanes at a time into `stage` (8 lanes of room past the 64), then
+        // converted and copied, so nothing beyond `values` is written. A word's last < 8 elements (only at the end
+        // of a sample) go through the portable stager.
+        const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF), thr = _mm256_set1_epi32(static_cast<int>(threshold));
+        float stage[64 + 8];
+        for (int64_t w = 0; w < words; ++w) {
+            const float* xw = x + w * 64;
+            const int64_t len = std::min<int64_t>(64, n - w * 64);
+            uint64_t word = 0;
+            int64_t cnt = 0, j = 0;
+            for (; j + 8 <= len; j += 8) {
+                const __m256 v = _mm256_loadu_ps(xw + j);
+                const __m256i key = _mm256_and_si256(_mm256_castps_si256(v), abs_mask);
+                unsigned keep = greater_bits(key, thr);
+                if (ties_left > 0) {   // the lowest-index ties, while the sample still has ties to keep
+                    auto eq = static_cast<unsigned>(
+                        _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(key, thr))));
+                    for (; eq && ties_left > 0; eq &= eq - 1, --ties_left) keep |= eq & -eq;
+                }
+                _mm256_storeu_ps(stage + cnt, _mm256_permutevar8x32_ps(v, compress_index(keep)));
+                cnt += std::popcount(keep);
+                word |= uint64_t{keep} << j;
+            }
+            if (j < len) {
+                uint64_t tail = 0;
+                cnt += stage_word(xw + j, len - j, threshold, ties_left, stage + cnt, tail);
+                word |= tail << j;
+            }
+            bits[w] = word;
+            for (int64_t k = 0; k < cnt; ++k) values[out + k] = store_value(stage[k]);
+            out += cnt;
         }
         return out;
     }

@@ -88,8 +88,8 @@ int64_t pack_sample_f32(const float* x, int64_t n, const SampleThreshold& t, uin
 int64_t pack_sample_f16(const float* x, int64_t n, const SampleThreshold& t, uint64_t* bits, uint16_t* values,
                         bool portable = false);
 
-// True when select/pack use the AVX-512 kernels in this build (otherwise the portable scalar ones).
-bool masker_simd_enabled();
+// The kernels select/pack use in this build: "AVX-512", "AVX2" (from the build's baseline ISA) or "portable scalar".
+const char* masker_kernels();
 
 // Process-wide counters, for tests and the banner: how many tensors / samples went through the masker.
 struct MaskerCounters {

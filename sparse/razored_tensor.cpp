@@ -19,6 +19,9 @@
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #define RAZOR_UNPACK_AVX512 1
 #include <immintrin.h>
+#elif defined(__AVX2__)
+#define RAZOR_UNPACK_AVX2 1   // extend_range only; unpack's scatter stays portable (a zero fill and a bit walk)
+#include <immintrin.h>
 #endif
 
 namespace razor::sparse {
@@ -146,23 +149,38 @@ int64_t value_codec_bytes(ValueCodec codec) {
     return 0;
 }
 
+void extend_range(const float* v, int64_t n, float& mn, float& mx) {
+    int64_t i = 0;
+    // min_ps(x, acc) returns acc when x is NaN, as std::min(acc, x) does: the same result, a register at a time
+#if defined(RAZOR_UNPACK_AVX512)
+    __m512 vmn = _mm512_set1_ps(mn), vmx = _mm512_set1_ps(mx);
+    for (; i + 16 <= n; i += 16) {
+        const __m512 x = _mm512_loadu_ps(v + i);
+        vmn = _mm512_min_ps(x, vmn), vmx = _mm512_max_ps(x, vmx);
+    }
+    mn = _mm512_reduce_min_ps(vmn), mx = _mm512_reduce_max_ps(vmx);
+#elif defined(RAZOR_UNPACK_AVX2)
+    if (n >= 8) {
+        __m256 vmn = _mm256_set1_ps(mn), vmx = _mm256_set1_ps(mx);
+        for (; i + 8 <= n; i += 8) {
+            const __m256 x = _mm256_loadu_ps(v + i);
+            vmn = _mm256_min_ps(x, vmn), vmx = _mm256_max_ps(x, vmx);
+        }
+        alignas(32) float lanes_mn[8], lanes_mx[8];
+        _mm256_store_ps(lanes_mn, vmn), _mm256_store_ps(lanes_mx, vmx);
+        for (int k = 0; k < 8; ++k) mn = std::min(mn, lanes_mn[k]), mx = std::max(mx, lanes_mx[k]);
+    }
+#endif
+    for (; i < n; ++i) mn = std::min(mn, v[i]), mx = std::max(mx, v[i]);
+}
+
 void affine_u8_params(const float* v, int64_t n, float& lo, float& step) {
     if (n == 0) {
         lo = 0.f, step = 0.f;
         return;
     }
     float mn = v[0], mx = v[0];
-    int64_t i = 1;
-#if defined(RAZOR_UNPACK_AVX512)
-    // min_ps(x, acc) returns acc when x is NaN, as std::min(acc, x) does: the same result, 16 lanes at a time
-    __m512 vmn = _mm512_set1_ps(mn), vmx = vmn;
-    for (; i + 16 <= n; i += 16) {
-        const __m512 x = _mm512_loadu_ps(v + i);
-        vmn = _mm512_min_ps(x, vmn), vmx = _mm512_max_ps(x, vmx);
-    }
-    mn = _mm512_reduce_min_ps(vmn), mx = _mm512_reduce_max_ps(vmx);
-#endif
-    for (; i < n; ++i) mn = std::min(mn, v[i]), mx = std::max(mx, v[i]);
+    extend_range(v + 1, n - 1, mn, mx);
     lo = mn;
     step = (mx - mn) / 255.f;
 }

@@ -106,6 +106,8 @@ private:
 // int8 affine parameters of a set of values (what RazoredTensor and DenseCodedTensor use): lo = min, step =
 // (max - min) / 255 (0 when all values are equal).
 void affine_u8_params(const float* v, int64_t n, float& lo, float& step);
+// Widens [mn, mx] to cover v[0, n), as std::min / std::max over it would (a NaN in v leaves them as they are).
+void extend_range(const float* v, int64_t n, float& mn, float& mx);
 void quantize_u8(const float* v, int64_t n, float lo, float step, uint8_t* codes);
 inline float dequantize_u8(uint8_t code, float lo, float step) { return lo + step * static_cast<float>(code); }
 
