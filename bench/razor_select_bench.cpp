@@ -248,7 +248,7 @@ int main(int argc, char** argv) {
     variants.push_back({"select + pack, bitmap + f16", pack_all({.ratio = ratio, .values = ValueCodec::F16}), {}});
     variants.push_back({"select + pack, bitmap + i8", pack_all({.ratio = ratio, .values = ValueCodec::I8}), {}});
     variants.push_back({"select + pack, f32, portable scalar kernels",
-                        pack_all({.ratio = ratio, .values = ValueCodec::F32, .portable = true}), {}});
+                        pack_all({.ratio = ratio, .values = ValueCodec::F32, .isa = Isa::Generic}), {}});
     variants.push_back({"select + pack, f32, reference ties", pack_all({.ratio = ratio, .ties = TieMode::Reference}), {}});
     variants.push_back({"unpack bitmap + f32 -> dense", [&] {
                             for (size_t i = 0; i < xs.size(); ++i) packed[i]->unpack_into(dense[i].f32());

@@ -7,23 +7,22 @@
 #include "sparse/masker.h"
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <bit>
 #include <cmath>
-#include <cstring>
 
 #include "core/check.h"
 #include "sparse/fp16.h"
 
-// The SIMD family is the build's baseline (not dispatched at run time, see docs/bench-ops.md): AVX-512 when the
-// baseline has it, else AVX2 (an AVX2 laptop's -march=native), else the portable loops.
+// Kernel families (core/isa.h): the AVX-512 loops below are compiled when the build's baseline has AVX-512; the AVX2
+// kernels live in masker_avx2.cpp with their own target flags, so every x86-64 build has them; the portable loops
+// here are the generic family and the tests' oracle. kernels_for() picks one per call from the requested family.
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #define RAZOR_MASKER_AVX512 1
 #include <immintrin.h>
-#elif defined(__AVX2__)
-#define RAZOR_MASKER_AVX2 1
-#include <immintrin.h>
+#endif
+#if defined(RAZOR_X86_KERNELS)
+#include "sparse/masker_avx2.h"
 #endif
 
 namespace razor::sparse {
@@ -46,35 +45,29 @@ inline __mmask16 valid_lanes(int64_t remaining) {
 inline __mmask16 low_lanes(int count) { return static_cast<__mmask16>((1u << count) - 1); }
 #endif
 
-#if RAZOR_MASKER_AVX2
-// AVX2 has no compress store (AVX-512's vpcompressd). Instead one vpermd moves the lanes an 8-bit mask selects to
-// the front, in index order; entry m of this table holds the positions of m's set bits, ascending, a byte each
-// (2 KiB). The full 8 lanes are then stored, so the destination needs 8 lanes of room past what is kept.
-constexpr std::array<uint64_t, 256> kCompressIndex = [] {
-    std::array<uint64_t, 256> table{};
-    for (unsigned m = 0; m < 256; ++m)
-        for (unsigned b = 0, k = 0; b < 8; ++b)
-            if (m >> b & 1u) table[m] |= uint64_t{b} << (8 * k++);
-    return table;
-}();
-inline __m256i compress_index(unsigned mask) {
-    return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(kCompressIndex[mask])));
-}
-// Lane masks as bits: key > bound, for keys and bounds in [0, 2^31) (|x|'s bits), where the signed compare is the
-// unsigned one.
-inline unsigned greater_bits(__m256i key, __m256i bound) {
-    return static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(key, bound))));
-}
+enum class Kernels { Portable, Avx2, Avx512 };
+
+// The masker's kernels for a requested family: AVX-512 where it is compiled in, else AVX2 on x86-64 (a family the
+// CPU runs was asked for: isa <= active_isa() by the callers' contract), else the portable loops.
+Kernels kernels_for(Isa isa) {
+#if RAZOR_MASKER_AVX512
+    if (isa == Isa::Avx512) return Kernels::Avx512;
 #endif
+#if defined(RAZOR_X86_KERNELS)
+    if (isa >= Isa::Avx2) return Kernels::Avx2;
+#endif
+    (void)isa;
+    return Kernels::Portable;
+}
 
 // One pass over a sample: counts the keys above `hi` and writes the keys in [lo, hi] to `out` (in index order).
 // Returns the number written; `out` must have room for n.
 int64_t bracket_pass(const float* x, int64_t n, uint32_t lo, uint32_t hi, uint32_t* out, int64_t& above,
-                     bool portable) {
+                     Kernels kernels) {
     int64_t m = 0, gt = 0;
     int64_t i = 0;
 #if RAZOR_MASKER_AVX512
-    if (!portable) {
+    if (kernels == Kernels::Avx512) {
         const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
         const __m512i vlo = _mm512_set1_epi32(static_cast<int>(lo)), vhi = _mm512_set1_epi32(static_cast<int>(hi));
         for (; i < n; i += 16) {
@@ -89,20 +82,14 @@ int64_t bracket_pass(const float* x, int64_t n, uint32_t lo, uint32_t hi, uint32
         above = gt;
         return m;
     }
-#elif RAZOR_MASKER_AVX2
-    if (!portable) {
-        // m <= i, so the 8 lanes stored at out + m stay inside out[0, n) while i + 8 <= n; the tail goes scalar.
-        const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
-        const __m256i vlo = _mm256_set1_epi32(static_cast<int>(lo)), vhi = _mm256_set1_epi32(static_cast<int>(hi));
-        for (; i + 8 <= n; i += 8) {
-            const __m256i key = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)), abs_mask);
-            const unsigned over = greater_bits(key, vhi), under = greater_bits(vlo, key);
-            const unsigned hit = ~(over | under) & 0xFFu;
-            gt += std::popcount(over);
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + m), _mm256_permutevar8x32_epi32(key, compress_index(hit)));
-            m += std::popcount(hit);
-        }
+#endif
+#if defined(RAZOR_X86_KERNELS)
+    if (kernels == Kernels::Avx2) {   // the whole 8-lane chunks; the tail below
+        i = n & ~int64_t{7};
+        m = detail::bracket_pass_avx2(x, i, lo, hi, out, gt);
     }
+#else
+    (void)kernels;
 #endif
     for (; i < n; ++i) {
         const uint32_t key = key_of(x[i]);
@@ -171,18 +158,18 @@ int64_t prune_rank(int64_t n_s, double ratio) {
 
 int64_t keep_count(int64_t n_s, double ratio) { return n_s <= 0 ? 0 : n_s - prune_rank(n_s, ratio) + 1; }
 
-const char* masker_kernels() {
-#if RAZOR_MASKER_AVX512
-    return "AVX-512";
-#elif RAZOR_MASKER_AVX2
-    return "AVX2";
-#else
+const char* masker_kernels(Isa isa) {
+    switch (kernels_for(isa)) {
+        case Kernels::Avx512: return "AVX-512";
+        case Kernels::Avx2: return "AVX2";
+        case Kernels::Portable: break;
+    }
     return "portable scalar";
-#endif
 }
 
 SampleThreshold select_threshold(const float* x, int64_t n, int64_t c, TieMode mode, MaskerScratch& scratch,
-                                 bool portable) {
+                                 Isa isa) {
+    const Kernels kernels = kernels_for(isa);
     RAZOR_CHECK(c >= 1 && c <= n) << "masker: keep count " << c << " for a sample of " << n << " elements";
     if (static_cast<int64_t>(scratch.keys.size()) < n) scratch.keys.resize(static_cast<size_t>(n));
     uint32_t* keys = scratch.keys.data();
@@ -200,7 +187,7 @@ SampleThreshold select_threshold(const float* x, int64_t n, int64_t c, TieMode m
         const float t = std::bit_cast<float>(scratch.hint);
         lo = std::max<uint32_t>(1, key_of(t / (1.f + scratch.spread)));
         hi = key_of(t * (1.f + scratch.spread));
-        m = bracket_pass(x, n, lo, hi, keys, above, portable);
+        m = bracket_pass(x, n, lo, hi, keys, above, kernels);
         found = above < c && c <= above + m;
         ++(found ? scratch.hint_hits : scratch.hint_misses);
         // Narrow the bracket while it keeps hitting (fewer candidates to refine), widen it after a miss.
@@ -209,7 +196,7 @@ SampleThreshold select_threshold(const float* x, int64_t n, int64_t c, TieMode m
     if (!found) {
         exponent_bracket(x, n, c, lo, hi, above);
         int64_t above_hi = 0;
-        m = bracket_pass(x, n, lo, hi, keys, above_hi, portable);
+        m = bracket_pass(x, n, lo, hi, keys, above_hi, kernels);
     }
     int64_t need = c - above;   // rank, from the top, of the threshold among the m candidates
 
@@ -285,13 +272,14 @@ static inline __mmask16 keep_lanes(__m512 v, __mmask16 valid, __m512i abs_mask, 
 // The one select-and-pack loop behind both value formats. `store_chunk(dst, keep, v, cnt)` writes the `cnt` kept
 // lanes of a 16-float AVX-512 chunk at dst; `store_value(x)` converts one kept value on the portable path.
 template <class V, class StoreChunk, class StoreValue>
-int64_t pack_sample(const float* x, int64_t n, const SampleThreshold& t, uint64_t* bits, V* values, bool portable,
+int64_t pack_sample(const float* x, int64_t n, const SampleThreshold& t, uint64_t* bits, V* values, Isa isa,
                     StoreChunk store_chunk, StoreValue store_value) {
     const uint32_t threshold = t.key;
-    int64_t ties_left = t.ties, out = 0;
+    const Kernels kernels = kernels_for(isa);
+    int64_t ties_left = t.ties, out = 0, w = 0;
     const int64_t words = (n + 63) / 64;
 #if RAZOR_MASKER_AVX512
-    if (!portable) {
+    if (kernels == Kernels::Avx512) {
         const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF), thr = _mm512_set1_epi32(static_cast<int>(threshold));
         for (int64_t w = 0; w < words; ++w) {
             uint64_t word = 0;
@@ -309,49 +297,19 @@ int64_t pack_sample(const float* x, int64_t n, const SampleThreshold& t, uint64_
         }
         return out;
     }
-#elif RAZOR_MASKER_AVX2
-    (void)store_chunk;
-    if (!portable) {
-        // A word's kept values are compressed 8 lanes at a time into `stage` (8 lanes of room past the 64), then
-        // converted and copied, so nothing beyond `values` is written. A word's last < 8 elements (only at the end
-        // of a sample) go through the portable stager.
-        const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF), thr = _mm256_set1_epi32(static_cast<int>(threshold));
-        float stage[64 + 8];
-        for (int64_t w = 0; w < words; ++w) {
-            const float* xw = x + w * 64;
-            const int64_t len = std::min<int64_t>(64, n - w * 64);
-            uint64_t word = 0;
-            int64_t cnt = 0, j = 0;
-            for (; j + 8 <= len; j += 8) {
-                const __m256 v = _mm256_loadu_ps(xw + j);
-                const __m256i key = _mm256_and_si256(_mm256_castps_si256(v), abs_mask);
-                unsigned keep = greater_bits(key, thr);
-                if (ties_left > 0) {   // the lowest-index ties, while the sample still has ties to keep
-                    auto eq = static_cast<unsigned>(
-                        _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(key, thr))));
-                    for (; eq && ties_left > 0; eq &= eq - 1, --ties_left) keep |= eq & -eq;
-                }
-                _mm256_storeu_ps(stage + cnt, _mm256_permutevar8x32_ps(v, compress_index(keep)));
-                cnt += std::popcount(keep);
-                word |= uint64_t{keep} << j;
-            }
-            if (j < len) {
-                uint64_t tail = 0;
-                cnt += stage_word(xw + j, len - j, threshold, ties_left, stage + cnt, tail);
-                word |= tail << j;
-            }
-            bits[w] = word;
-            for (int64_t k = 0; k < cnt; ++k) values[out + k] = store_value(stage[k]);
-            out += cnt;
-        }
-        return out;
-    }
 #else
     (void)store_chunk;
-    (void)portable;
+#endif
+#if defined(RAZOR_X86_KERNELS)
+    if (kernels == Kernels::Avx2) {   // the whole words; a last partial word below
+        w = n / 64;
+        out = detail::pack_words_avx2(x, w, threshold, ties_left, bits, values);
+    }
+#else
+    (void)kernels;
 #endif
     float stage[64];   // one word's kept values, written branch-free, then copied: nothing beyond `values` is touched
-    for (int64_t w = 0; w < words; ++w) {
+    for (; w < words; ++w) {
         const int64_t cnt = stage_word(x + w * 64, std::min<int64_t>(64, n - w * 64), threshold, ties_left, stage,
                                        bits[w]);
         for (int64_t j = 0; j < cnt; ++j) values[out + j] = store_value(stage[j]);
@@ -361,9 +319,9 @@ int64_t pack_sample(const float* x, int64_t n, const SampleThreshold& t, uint64_
 }
 
 int64_t pack_sample_f32(const float* x, int64_t n, const SampleThreshold& t, uint64_t* bits, float* values,
-                        bool portable) {
+                        Isa isa) {
     return pack_sample(
-        x, n, t, bits, values, portable,
+        x, n, t, bits, values, isa,
         [](float* dst, [[maybe_unused]] auto keep, [[maybe_unused]] auto v, [[maybe_unused]] int cnt) {
 #if RAZOR_MASKER_AVX512
             _mm512_mask_storeu_ps(dst, low_lanes(cnt), _mm512_maskz_compress_ps(keep, v));
@@ -375,9 +333,9 @@ int64_t pack_sample_f32(const float* x, int64_t n, const SampleThreshold& t, uin
 }
 
 int64_t pack_sample_f16(const float* x, int64_t n, const SampleThreshold& t, uint64_t* bits, uint16_t* values,
-                        bool portable) {
+                        Isa isa) {
     return pack_sample(
-        x, n, t, bits, values, portable,
+        x, n, t, bits, values, isa,
         [](uint16_t* dst, [[maybe_unused]] auto keep, [[maybe_unused]] auto v, [[maybe_unused]] int cnt) {
 #if RAZOR_MASKER_AVX512
             const __m256i h = _mm512_cvtps_ph(_mm512_maskz_compress_ps(keep, v), _MM_FROUND_TO_NEAREST_INT);

@@ -33,13 +33,17 @@
 //      and compacted to the bin holding the rank, until a few dozen remain; nth_element picks the exact threshold
 //      key T; g = #keys > T, and q = c - g ties at T are kept (q = 0 when T = 0: zeros are not stored);
 //   3. pack: one walk in row-major order sets a bit for every key > T and for the first q keys == T, and appends
-//      the value to the sample's segment (compress-store, AVX-512 when the build has it).
+//      the value to the sample's segment (compress-store: AVX-512 when the build's baseline has it, AVX2 from
+//      masker_avx2.cpp on any x86-64 build, else portable).
 // No sort, no byte mask, no temporaries the size of the tensor. Results do not depend on thread count, chunking,
-// or the SIMD path (the `portable` scalar path is bit-identical and tested against it).
+// or the kernel family: `isa` picks one (the active family by default, core/isa.h), and Isa::Generic's portable
+// scalar loops are bit-identical to the others and tested against them.
 #pragma once
 
 #include <cstdint>
 #include <vector>
+
+#include "core/isa.h"
 
 namespace razor::sparse {
 
@@ -77,19 +81,21 @@ struct MaskerScratch {
 };
 
 // Finds the threshold of one sample x (n elements) that keeps c of them (1 <= c <= n), under `mode`.
+// `isa`: a family the process runs (isa_supported).
 SampleThreshold select_threshold(const float* x, int64_t n, int64_t c, TieMode mode, MaskerScratch& scratch,
-                                 bool portable = false);
+                                 Isa isa = active_isa());
 
 // Packs one sample under threshold t: writes its ceil(n / 64) bitmap words (LSB-first; bit set = value kept) and
 // its t.kept() kept values, converted to fp32 (pack_sample_f32) or fp16 bits (pack_sample_f16), in row-major
 // order. `values` must hold t.kept() entries; nothing beyond is written. Returns t.kept().
 int64_t pack_sample_f32(const float* x, int64_t n, const SampleThreshold& t, uint64_t* bits, float* values,
-                        bool portable = false);
+                        Isa isa = active_isa());
 int64_t pack_sample_f16(const float* x, int64_t n, const SampleThreshold& t, uint64_t* bits, uint16_t* values,
-                        bool portable = false);
+                        Isa isa = active_isa());
 
-// The kernels select/pack use in this build: "AVX-512", "AVX2" (from the build's baseline ISA) or "portable scalar".
-const char* masker_kernels();
+// The kernels select/pack run for family isa: "AVX-512" (when the build's baseline has it), "AVX2" or "portable
+// scalar".
+const char* masker_kernels(Isa isa = active_isa());
 
 // Process-wide counters, for tests and the banner: how many tensors / samples went through the masker.
 struct MaskerCounters {

@@ -249,6 +249,7 @@ std::unique_ptr<RazoredTensor> RazoredTensor::pack(const Tensor& x_in, const Raz
                                           << "ranks NaN above inf above every finite value and keeps it)";
 #endif
     bool overflow = false;
+    const Isa isa = options.isa;
     if (n_s > 0 && B > 0) {
         count_masker_call(B);
 #pragma omp parallel if (B > 1 && B * n_s >= kParallelElements)
@@ -259,16 +260,16 @@ std::unique_ptr<RazoredTensor> RazoredTensor::pack(const Tensor& x_in, const Raz
             for (int64_t b = 0; b < B; ++b) {
                 const float* xb = px + b * n_s;   // (n_s)
                 uint64_t* bb = bits + b * W;      // (W)
-                const SampleThreshold t = select_threshold(xb, n_s, c, options.ties, scratch, options.portable);
+                const SampleThreshold t = select_threshold(xb, n_s, c, options.ties, scratch, isa);
                 char* seg = values + b * cap * vbytes;
                 int64_t count = 0;
                 if (codec == ValueCodec::F32) {
-                    count = pack_sample_f32(xb, n_s, t, bb, reinterpret_cast<float*>(seg), options.portable);
+                    count = pack_sample_f32(xb, n_s, t, bb, reinterpret_cast<float*>(seg), isa);
                 } else if (codec == ValueCodec::F16) {
-                    count = pack_sample_f16(xb, n_s, t, bb, reinterpret_cast<uint16_t*>(seg), options.portable);
+                    count = pack_sample_f16(xb, n_s, t, bb, reinterpret_cast<uint16_t*>(seg), isa);
                 } else {
                     kept_f32.resize(static_cast<size_t>(t.kept()));
-                    count = pack_sample_f32(xb, n_s, t, bb, kept_f32.data(), options.portable);
+                    count = pack_sample_f32(xb, n_s, t, bb, kept_f32.data(), isa);
                     float lo = 0.f, step = 0.f;
                     affine_u8_params(kept_f32.data(), count, lo, step);
                     quantize_u8(kept_f32.data(), count, lo, step, reinterpret_cast<uint8_t*>(seg));

@@ -48,7 +48,7 @@ struct RazorPackOptions {
     double ratio = 0.9;                    // r: fraction dropped per sample, in [0, 1]
     ValueCodec values = ValueCodec::F32;
     TieMode ties = TieMode::Razor;
-    bool portable = false;                 // force the scalar kernels (tests)
+    Isa isa = active_isa();                // the masker's kernel family (core/isa.h; tests run each one)
 };
 
 class RazoredTensor final : public SavedTensor {

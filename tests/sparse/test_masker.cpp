@@ -55,14 +55,22 @@ struct Packed {
     SampleThreshold t;
 };
 
-Packed run_sample(const std::vector<float>& x, double r, TieMode mode, bool portable) {
+// Every kernel family this CPU runs (core/isa.h), the portable one (Isa::Generic, the oracle) first.
+std::vector<Isa> families() {
+    std::vector<Isa> out;
+    for (Isa isa : {Isa::Generic, Isa::Avx2, Isa::Avx512})
+        if (isa_supported(isa)) out.push_back(isa);
+    return out;
+}
+
+Packed run_sample(const std::vector<float>& x, double r, TieMode mode, Isa isa) {
     const int64_t n = static_cast<int64_t>(x.size());
     MaskerScratch scratch;
     Packed p;
-    p.t = select_threshold(x.data(), n, keep_count(n, r), mode, scratch, portable);
+    p.t = select_threshold(x.data(), n, keep_count(n, r), mode, scratch, isa);
     p.bits.assign(static_cast<size_t>((n + 63) / 64), ~uint64_t{0});   // garbage: pack must overwrite every word
     p.values.assign(static_cast<size_t>(p.t.kept()) + 4, -12345.f);     // guard entries: must stay untouched
-    const int64_t count = pack_sample_f32(x.data(), n, p.t, p.bits.data(), p.values.data(), portable);
+    const int64_t count = pack_sample_f32(x.data(), n, p.t, p.bits.data(), p.values.data(), isa);
     CHECK(count == p.t.kept());
     for (size_t i = static_cast<size_t>(count); i < p.values.size(); ++i) CHECK(p.values[i] == -12345.f);
     p.values.resize(static_cast<size_t>(count));
@@ -112,10 +120,10 @@ TEST_CASE("masker: exact count and the same set as an independent sort, for many
         for (double r : {0.0, 0.3, 0.5, 0.9, 0.97, 0.999, 1.0}) {
             const std::vector<float> x = randn_vec(n, seed++);
             const int64_t c = keep_count(n, r);
-            for (bool portable : {false, true}) {
-                const Packed p = run_sample(x, r, TieMode::Razor, portable);
+            for (Isa isa : families()) {
+                const Packed p = run_sample(x, r, TieMode::Razor, isa);
                 CHECK(p.t.kept() == c);
-                check_packed(p, x, naive_keep(x, c), portable ? "portable" : "simd");
+                check_packed(p, x, naive_keep(x, c), isa_name(isa));
             }
         }
     }
@@ -130,12 +138,12 @@ TEST_CASE("masker: ties at the boundary keep exactly c, lowest indices first (sp
     const double r = 0.9;
     const int64_t c = keep_count(1000, r);
     REQUIRE(c == 101);
-    for (bool portable : {false, true}) {
-        const Packed p = run_sample(x, r, TieMode::Razor, portable);
+    for (Isa isa : families()) {
+        const Packed p = run_sample(x, r, TieMode::Razor, isa);
         CHECK(p.t.kept() == c);
         CHECK(p.t.greater == 50);
         CHECK(p.t.ties == 51);
-        check_packed(p, x, naive_keep(x, c), portable ? "ties portable" : "ties simd");
+        check_packed(p, x, naive_keep(x, c), isa_name(isa));
         // The 51 kept ties are the 51 lowest-index +-1 entries.
         int64_t seen = 0, last_kept = -1, first_skipped = -1;
         for (int64_t i = 0; i < 1000; ++i) {
@@ -147,34 +155,34 @@ TEST_CASE("masker: ties at the boundary keep exactly c, lowest indices first (sp
         CHECK(last_kept < first_skipped);
     }
     // The reference rule keeps every tie: all 1000.
-    CHECK(run_sample(x, r, TieMode::Reference, false).t.kept() == 1000);
+    CHECK(run_sample(x, r, TieMode::Reference, active_isa()).t.kept() == 1000);
 }
 
 TEST_CASE("masker: all-zero and zero-heavy samples store only non-zeros (spec ยง12.4)") {
     const std::vector<float> zeros(300, 0.f);
-    for (bool portable : {false, true}) {
-        const Packed p = run_sample(zeros, 0.9, TieMode::Razor, portable);
+    for (Isa isa : families()) {
+        const Packed p = run_sample(zeros, 0.9, TieMode::Razor, isa);
         CHECK(p.t.kept() == 0);
         check_packed(p, zeros, std::vector<char>(300, 0), "all zero");
         // r = 1 and r = 0 too: nothing to store
-        CHECK(run_sample(zeros, 1.0, TieMode::Razor, portable).t.kept() == 0);
-        CHECK(run_sample(zeros, 0.0, TieMode::Razor, portable).t.kept() == 0);
+        CHECK(run_sample(zeros, 1.0, TieMode::Razor, isa).t.kept() == 0);
+        CHECK(run_sample(zeros, 0.0, TieMode::Razor, isa).t.kept() == 0);
     }
     // The reference keeps everything at threshold 0.
-    CHECK(run_sample(zeros, 0.9, TieMode::Reference, false).t.kept() == 300);
+    CHECK(run_sample(zeros, 0.9, TieMode::Reference, active_isa()).t.kept() == 300);
 
     // 95% zeros (some -0.0) at r = 0.9: razor stores the 5% non-zeros (fewer than c = 101), reference stores all.
     std::vector<float> x = randn_vec(1000, 9);
     for (int64_t i = 0; i < 1000; ++i)
         if (i % 20 != 0) x[i] = (i % 3 == 0) ? -0.f : 0.f;
-    for (bool portable : {false, true}) {
-        const Packed p = run_sample(x, 0.9, TieMode::Razor, portable);
+    for (Isa isa : families()) {
+        const Packed p = run_sample(x, 0.9, TieMode::Razor, isa);
         CHECK(p.t.kept() == 50);
         std::vector<char> nonzero(1000);
         for (int64_t i = 0; i < 1000; ++i) nonzero[i] = x[i] != 0.f;
         check_packed(p, x, nonzero, "zero-heavy");
     }
-    const Packed ref = run_sample(x, 0.9, TieMode::Reference, false);
+    const Packed ref = run_sample(x, 0.9, TieMode::Reference, active_isa());
     CHECK(ref.t.kept() == 1000);
     check_packed(ref, x, std::vector<char>(1000, 1), "zero-heavy reference");
 }
@@ -183,8 +191,8 @@ TEST_CASE("masker: razor and reference rules agree on random normal data (spec ย
     for (int64_t n : {64, 777, 5000}) {
         for (double r : {0.5, 0.8, 0.9, 0.97}) {
             const std::vector<float> x = randn_vec(n, static_cast<uint64_t>(n) * 31 + static_cast<uint64_t>(r * 100));
-            const Packed a = run_sample(x, r, TieMode::Razor, false);
-            const Packed b = run_sample(x, r, TieMode::Reference, false);
+            const Packed a = run_sample(x, r, TieMode::Razor, active_isa());
+            const Packed b = run_sample(x, r, TieMode::Reference, active_isa());
             CHECK(a.bits == b.bits);
             CHECK(a.values == b.values);
             check_packed(b, x, reference_keep(x, r), "reference rule");
@@ -195,7 +203,7 @@ TEST_CASE("masker: razor and reference rules agree on random normal data (spec ย
 TEST_CASE("masker: energy bound |x - x_s|^2 <= (1 - c/n) |x|^2 per sample (spec ยง12.6)") {
     for (double r : {0.5, 0.9, 0.97}) {
         const std::vector<float> x = randn_vec(2000, 77);
-        const Packed p = run_sample(x, r, TieMode::Razor, false);
+        const Packed p = run_sample(x, r, TieMode::Razor, active_isa());
         double total = 0, dropped = 0;
         for (int64_t i = 0; i < 2000; ++i) {
             total += static_cast<double>(x[i]) * x[i];
@@ -210,7 +218,7 @@ TEST_CASE("masker: NaN and inf rank above every finite magnitude (Release; Debug
     std::vector<float> x = randn_vec(100, 3);
     x[10] = std::numeric_limits<float>::quiet_NaN();
     x[20] = -std::numeric_limits<float>::infinity();
-    const Packed p = run_sample(x, 0.99, TieMode::Razor, false);   // c = 2
+    const Packed p = run_sample(x, 0.99, TieMode::Razor, active_isa());   // c = 2
     CHECK(p.t.kept() == 2);
     CHECK(bit(p.bits, 10));
     CHECK(bit(p.bits, 20));
@@ -225,18 +233,21 @@ TEST_CASE("masker: results do not depend on the thread count or the SIMD path (s
     Tensor x = Tensor::empty({16, 50, 100});
     float* px = x.f32();
     for (int64_t i = 0; i < x.numel(); ++i) px[i] = std::round(gen.normal() * 3.f) / 4.f;
-    auto payload = [&](int threads, bool portable) {
+    auto payload = [&](int threads, Isa isa) {
         const int before = num_threads();
         set_num_threads(threads);
-        auto packed = RazoredTensor::pack(x, {.ratio = 0.9, .values = ValueCodec::F32, .portable = portable});
+        auto packed = RazoredTensor::pack(x, {.ratio = 0.9, .values = ValueCodec::F32, .isa = isa});
         set_num_threads(before);
         const auto* bytes = reinterpret_cast<const uint8_t*>(packed->bitmap());
         return std::vector<uint8_t>(bytes, bytes + packed->stored_bytes());
     };
-    const std::vector<uint8_t> one = payload(1, false);
-    CHECK(payload(2, false) == one);
-    CHECK(payload(8, false) == one);
-    CHECK(payload(2, true) == one);
+    const std::vector<uint8_t> one = payload(1, Isa::Generic);
+    for (Isa isa : families()) {
+        INFO(isa_name(isa));
+        CHECK(payload(1, isa) == one);
+        CHECK(payload(2, isa) == one);
+        CHECK(payload(8, isa) == one);
+    }
 }
 
 TEST_CASE("masker: scaling one sample changes no other sample (spec ยง12.2)") {
@@ -292,7 +303,7 @@ TEST_CASE("masker: the previous-threshold hint never changes the result (hits, m
     std::vector<float> tiny(500, 0.f);
     for (int64_t i = 0; i < 500; i += 3) tiny[i] = std::ldexp(static_cast<float>(i + 1), -140);
     for (double r : {0.5, 0.9, 0.0}) {
-        const Packed p = run_sample(tiny, r, TieMode::Razor, false);
+        const Packed p = run_sample(tiny, r, TieMode::Razor, active_isa());
         check_packed(p, tiny, naive_keep(tiny, keep_count(500, r)), "subnormals");
     }
 }
@@ -308,8 +319,8 @@ TEST_CASE("masker: a multi-sample tensor with drifting scales equals the per-sam
         if (b % 5 == 0)
             for (int64_t i = 0; i < n_s; i += 2) px[b * n_s + i] = 0.f;
     }
-    for (bool portable : {false, true}) {
-        auto p = RazoredTensor::pack(x, {.ratio = 0.9, .portable = portable});
+    for (Isa isa : families()) {
+        auto p = RazoredTensor::pack(x, {.ratio = 0.9, .isa = isa});
         for (int64_t b = 0; b < B; ++b) {
             std::vector<float> s(px + b * n_s, px + (b + 1) * n_s);
             const std::vector<char> keep = naive_keep(s, keep_count(n_s, 0.9));
@@ -317,7 +328,7 @@ TEST_CASE("masker: a multi-sample tensor with drifting scales equals the per-sam
             for (int64_t i = 0; i < n_s; ++i)
                 bad += static_cast<bool>((p->bitmap()[b * p->words_per_sample() + (i >> 6)] >> (i & 63)) & 1u) !=
                        static_cast<bool>(keep[i]);
-            INFO("sample " << b << (portable ? " portable" : " simd"));
+            INFO("sample " << b << " " << isa_name(isa));
             CHECK(bad == 0);
         }
     }
