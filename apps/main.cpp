@@ -19,6 +19,7 @@
 #include "apps/suggest.h"
 #include "apps/version.h"
 #include "core/check.h"
+#include "core/isa.h"
 #include "train/interrupt.h"
 
 namespace {
@@ -70,6 +71,12 @@ int main(int argc, char** argv) {
     if (argc < 2 || first == "-h" || first == "--help" || (first == "help" && argc == 2)) {
         std::fputs(kUsage, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
+    }
+    try {   // RAZOR_ISA is read once, here, so a wrong value is reported before any command (or --version) runs
+        razor::active_isa();
+    } catch (const razor::Error& e) {
+        std::fprintf(stderr, "razor: error: %s\n", e.what());
+        return 2;
     }
     if (first == "--version" || first == "-V") {
         std::fputs(razor::apps::version_text().c_str(), stdout);

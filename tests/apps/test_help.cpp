@@ -108,6 +108,15 @@ TEST_CASE("razor --version, razor help [command], and short errors with \"did yo
                         "--help lists its flags") != std::string::npos);
     CHECK(line_count(flag.out) <= 2);   // the error and its hint, not the 60-line usage
     CHECK(test::run_cli_status("eval --chekpoint x").out.find("did you mean --checkpoint?") != std::string::npos);
+
+    // A wrong RAZOR_ISA is an error with a hint before anything runs, --version included (it used to abort).
+    for (const std::string args : {"--version", "info --model mlp"}) {
+        const test::CliRun isa = test::run_cli_status(args, "RAZOR_ISA=avx9");
+        INFO(args << ": " << isa.out);
+        CHECK(isa.status == 2);
+        CHECK(isa.out.rfind("razor: error: RAZOR_ISA: expected generic, avx2 or avx512, got 'avx9'; hint: unset "
+                            "RAZOR_ISA", 0) == 0);
+    }
 #endif
 }
 

@@ -18,7 +18,7 @@ namespace {
 using A = ConvAlgorithm;
 
 // Whether the active kernel family has razor's own GEMM (gemm_rows) and Winograd kernels: avx2 and avx512 do.
-const bool kSimd = active_isa() != Isa::Generic;
+bool simd_family() { return active_isa() != Isa::Generic; }
 
 Conv2dOptions opts(int64_t stride, int64_t pad, int64_t dil = 1, int64_t groups = 1) {
     return {{stride, stride}, {pad, pad}, {dil, dil}, groups};
@@ -74,7 +74,7 @@ TEST_CASE("conv algorithms: select_algorithm picks, per kernel family, the kerne
         {"3x3 p1 16->16 at 15x16 (odd)", geo({2, 16, 15, 16}, 16, 3, 1, 1), A::PaddedPlanes, A::Im2col},
         {"5x5 p2 at 16x16", geo({2, 16, 16, 16}, 16, 5, 1, 2), A::PaddedPlanes, A::Im2col},
     };
-    for (const Case& c : by_isa) check(c.name, c.g, kSimd ? c.simd : c.other);
+    for (const Case& c : by_isa) check(c.name, c.g, simd_family() ? c.simd : c.other);
     // The same in every build.
     check("1x1 16->32 at 32x32", geo({2, 16, 32, 32}, 32, 1, 1, 0), A::Gemm1x1);
     check("1x1 32->64 at 8x8 (batched beats in place)", geo({2, 32, 8, 8}, 64, 1, 1, 0), A::Im2colBatched);
@@ -91,8 +91,8 @@ TEST_CASE("conv algorithms: select_algorithm picks, per kernel family, the kerne
 
 TEST_CASE("conv algorithms: padded planes and Winograd are offered exactly under the avx2 and avx512 families") {
     const ConvGeometry g = geo({2, 16, 32, 32}, 16, 3, 1, 1);
-    CHECK(conv2d_supports(A::PaddedPlanes, g) == kSimd);
-    CHECK(conv2d_supports(A::WinogradF2x3, g) == kSimd);
+    CHECK(conv2d_supports(A::PaddedPlanes, g) == simd_family());
+    CHECK(conv2d_supports(A::WinogradF2x3, g) == simd_family());
     CHECK(conv2d_supports(A::Im2col, g));
     CHECK_FALSE(conv2d_supports(A::Gemm1x1, g));
     CHECK_FALSE(conv2d_supports(A::Depthwise, g));
@@ -181,5 +181,5 @@ TEST_CASE("conv algorithms: every family that can run a geometry matches a float
     // im2col runs all 19, im2col-batched the 13 with at most 128 output positions, gemm-1x1 the 2 pointwise ones,
     // depthwise 3; under avx2 or avx512 the padded planes run the 9 stride-1 same-padded ones with one group and Winograd
     // the 5 of those that are 3x3 on even maps.
-    CHECK(runs == 19 + 13 + 2 + 3 + (kSimd ? 9 + 5 : 0));
+    CHECK(runs == 19 + 13 + 2 + 3 + (simd_family() ? 9 + 5 : 0));
 }
