@@ -56,6 +56,30 @@ uint64_t select_word(const float* x, __m256i thr, int64_t& ties_left, float* sta
     return word;
 }
 
+// Whole words: each word's kept values go to a stage, then to values as fp32, or as IEEE half (F16C, round to
+// nearest even; the stage's lanes past the kept count are converted too and never copied out).
+template <class V>
+int64_t pack_words(const float* x, int64_t words, uint32_t threshold, int64_t& ties_left, uint64_t* bits, V* values) {
+    const __m256i thr = _mm256_set1_epi32(static_cast<int>(threshold));
+    alignas(32) float stage[64 + 8];
+    alignas(16) uint16_t halves[64 + 8];
+    int64_t out = 0;
+    for (int64_t w = 0; w < words; ++w) {
+        int64_t cnt = 0;
+        bits[w] = select_word(x + w * 64, thr, ties_left, stage, cnt);
+        const void* kept = stage;
+        if constexpr (sizeof(V) == 2) {
+            for (int64_t j = 0; j < cnt; j += 8)
+                _mm_store_si128(reinterpret_cast<__m128i*>(halves + j),
+                                _mm256_cvtps_ph(_mm256_load_ps(stage + j), _MM_FROUND_TO_NEAREST_INT));
+            kept = halves;
+        }
+        std::memcpy(values + out, kept, static_cast<size_t>(cnt) * sizeof(V));
+        out += cnt;
+    }
+    return out;
+}
+
 }  // namespace
 
 int64_t bracket_pass_avx2(const float* x, int64_t n, uint32_t lo, uint32_t hi, uint32_t* out, int64_t& above) {
@@ -75,34 +99,12 @@ int64_t bracket_pass_avx2(const float* x, int64_t n, uint32_t lo, uint32_t hi, u
 
 int64_t pack_words_avx2(const float* x, int64_t words, uint32_t threshold, int64_t& ties_left, uint64_t* bits,
                         float* values) {
-    const __m256i thr = _mm256_set1_epi32(static_cast<int>(threshold));
-    alignas(32) float stage[64 + 8];
-    int64_t out = 0;
-    for (int64_t w = 0; w < words; ++w) {
-        int64_t cnt = 0;
-        bits[w] = select_word(x + w * 64, thr, ties_left, stage, cnt);
-        std::memcpy(values + out, stage, static_cast<size_t>(cnt) * sizeof(float));
-        out += cnt;
-    }
-    return out;
+    return pack_words(x, words, threshold, ties_left, bits, values);
 }
 
 int64_t pack_words_avx2(const float* x, int64_t words, uint32_t threshold, int64_t& ties_left, uint64_t* bits,
                         uint16_t* values) {
-    const __m256i thr = _mm256_set1_epi32(static_cast<int>(threshold));
-    alignas(32) float stage[64 + 8];
-    alignas(16) uint16_t halves[64 + 8];
-    int64_t out = 0;
-    for (int64_t w = 0; w < words; ++w) {
-        int64_t cnt = 0;
-        bits[w] = select_word(x + w * 64, thr, ties_left, stage, cnt);
-        for (int64_t j = 0; j < cnt; j += 8)   // lanes past cnt convert stage garbage, never copied out
-            _mm_store_si128(reinterpret_cast<__m128i*>(halves + j),
-                            _mm256_cvtps_ph(_mm256_load_ps(stage + j), _MM_FROUND_TO_NEAREST_INT));
-        std::memcpy(values + out, halves, static_cast<size_t>(cnt) * sizeof(uint16_t));
-        out += cnt;
-    }
-    return out;
+    return pack_words(x, words, threshold, ties_left, bits, values);
 }
 
 }  // namespace razor::sparse::detail

@@ -23,7 +23,7 @@
 // Measured (docs/ops.md "Fused ops", perf record of `razor bench --model resnet20 --batch 128 --threads 2`): the
 // fused forward takes 3-5 % of the step against 8.3 % for batch_norm + relu + mask packing; the backward's
 // reduction pass took 14 % against 7.2 % for the pair's two backwards while the mask was decoded by a shift per
-// value; with one masked 16-lane load per 16 mask bits (Lanes::gm) it takes 3.3-3.8 % and the whole backward
+// value; with one masked 16-lane load per 16 mask bits (the AVX-512 kernel's gm) it takes 3.3-3.8 % and the whole backward
 // about 5.5 % (quiet machine).
 //
 // Saves (batch_norm_relu saves exactly what batch_norm followed by relu saves, so tape accounting is unchanged):
@@ -49,19 +49,11 @@
 #include <optional>
 #include <vector>
 
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-#include <immintrin.h>
-#endif
-#if defined(__AVX512F__)
-// GCC 12 reports a false "may be used uninitialized" inside _mm512_reduce_add_ps (avx512fintrin.h), not this code.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#endif
-
 #include "core/autograd.h"
+#include "core/batch_norm_kernels.h"
 #include "core/bitmask.h"
 #include "core/check.h"
+#include "core/isa.h"
 
 namespace razor {
 namespace {
@@ -91,84 +83,48 @@ inline float& at(const Tensor& v, int64_t c) { return v.f32()[c * v.strides()[0]
 inline float gm_at(const float* g, const uint64_t* mask, int64_t j) {
     return !mask || ((mask[j >> 6] >> (j & 63)) & 1u) ? g[j] : 0.f;
 }
-// The vector loops below are written once over `Lanes`: 16 floats of AVX-512 or 8 of AVX2+FMA, whichever the
-// build's baseline has (none: only the scalar loops run). gm(g, mask, j) loads gm for values j.. (j % width == 0).
-#if defined(__AVX512F__)
-#define RAZOR_BN_LANES 1
-struct Lanes {
-    using V = __m512;
-    static constexpr int64_t width = 16;
-    static V zero() { return _mm512_setzero_ps(); }
-    static V set1(float v) { return _mm512_set1_ps(v); }
-    static V load(const float* p) { return _mm512_loadu_ps(p); }
-    static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
-    static V add(V a, V b) { return _mm512_add_ps(a, b); }
-    static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
-    static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
-    static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
-    static float reduce(V v) { return _mm512_reduce_add_ps(v); }
-    static V widen(const uint8_t* codes) {   // 16 codes as floats
-        return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes))));
-    }
-    // The 16 mask bits are the load's lane mask.
-    static V gm(const float* g, const uint64_t* mask, int64_t j) {
-        const auto bits = mask ? static_cast<__mmask16>(mask[j >> 6] >> (j & 63)) : static_cast<__mmask16>(0xFFFF);
-        return _mm512_maskz_loadu_ps(bits, g + j);
-    }
-};
-#elif defined(__AVX2__) && defined(__FMA__)
-#define RAZOR_BN_LANES 1
-struct Lanes {
-    using V = __m256;
-    static constexpr int64_t width = 8;
-    static V zero() { return _mm256_setzero_ps(); }
-    static V set1(float v) { return _mm256_set1_ps(v); }
-    static V load(const float* p) { return _mm256_loadu_ps(p); }
-    static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
-    static V add(V a, V b) { return _mm256_add_ps(a, b); }
-    static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
-    static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
-    static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
-    static float reduce(V v) {
-        const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-        const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
-    }
-    static V widen(const uint8_t* codes) {   // 8 codes as floats
-        return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes))));
-    }
-    // No mask registers: the 8 mask bits become lane masks by testing each lane's own bit.
-    static V gm(const float* g, const uint64_t* mask, int64_t j) {
-        const __m256 v = _mm256_loadu_ps(g + j);
-        if (!mask) return v;
-        const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
-        const __m256i byte = _mm256_set1_epi32(static_cast<int>((mask[j >> 6] >> (j & 63)) & 0xFFu));
-        return _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(byte, bit), bit)));
-    }
-};
+// The vector loops: the active family's row kernels (core/batch_norm_kernels.h, one template over 16 or 8 lanes in
+// core/batch_norm_rows.h), each followed by the scalar loop on what is left of the run; generic runs only the
+// scalar loops. A run's sums therefore depend on the family (lane count), never on threads or other channels.
+int64_t row_sums(Isa isa, const detail::BnRow& r, int64_t j, int64_t end, bool need_gxhat, float& a, float& b) {
+    a = 0.f, b = 0.f;
+#if defined(RAZOR_X86_KERNELS)
+    if (isa == Isa::Avx512) return detail::bn_row_sums_avx512(r, j, end, need_gxhat, a, b);
+    if (isa == Isa::Avx2) return detail::bn_row_sums_avx2(r, j, end, need_gxhat, a, b);
 #endif
+    (void)isa, (void)r, (void)end, (void)need_gxhat;
+    return j;
+}
+int64_t row_input_grad(Isa isa, const detail::BnRow& r, int64_t j, int64_t end, float k, float mean_g,
+                       float mean_gxhat, float* gx) {
+#if defined(RAZOR_X86_KERNELS)
+    if (isa == Isa::Avx512) return detail::bn_row_input_grad_avx512(r, j, end, k, mean_g, mean_gxhat, gx);
+    if (isa == Isa::Avx2) return detail::bn_row_input_grad_avx2(r, j, end, k, mean_g, mean_gxhat, gx);
+#endif
+    (void)isa, (void)r, (void)end, (void)k, (void)mean_g, (void)mean_gxhat, (void)gx;
+    return j;
+}
 
 // x_hat of value j of one channel, from the two stored forms backward reads in place:
 //   XhatF32   x kept in fp32 (dense or unpacked):   x_hat = (x - centre) * scale
 //   XhatCode  x kept as per-channel 8-bit codes:    x_hat = off + mul * code, off = (lo - centre) * scale,
 //             mul = step * scale (SavedTensor::channel_codes; no fp32 copy of x is made)
+// row(g, mask) is the same reader for the vector kernels.
 struct XhatF32 {
     const float* px;
     float centre, scale;
     float operator()(int64_t j) const { return (px[j] - centre) * scale; }
-#if RAZOR_BN_LANES
-    Lanes::V load(int64_t j) const {
-        return Lanes::mul(Lanes::sub(Lanes::load(px + j), Lanes::set1(centre)), Lanes::set1(scale));
+    detail::BnRow row(const float* g, const uint64_t* mask) const {
+        return {.g = g, .mask = mask, .x = px, .codes = nullptr, .xa = centre, .xb = scale};
     }
-#endif
 };
 struct XhatCode {
     const uint8_t* codes;
     float off, mul;
     float operator()(int64_t j) const { return off + mul * static_cast<float>(codes[j]); }
-#if RAZOR_BN_LANES
-    Lanes::V load(int64_t j) const { return Lanes::fmadd(Lanes::widen(codes + j), Lanes::set1(mul), Lanes::set1(off)); }
-#endif
+    detail::BnRow row(const float* g, const uint64_t* mask) const {
+        return {.g = g, .mask = mask, .x = nullptr, .codes = codes, .xa = off, .xb = mul};
+    }
 };
 
 // Two per-channel sums over the channel's N*S values, (C) each, in double. row(c, base, len, fa, fb) adds the
@@ -261,6 +217,7 @@ struct BatchNormBackward final : Node {
             if (need_xhat) running_var = ctx.unpack("running_var");
         }
         const uint64_t* mask = relu ? ctx.mask("mask").words() : nullptr;
+        const Isa isa = active_isa();   // the vector row kernels' family
         std::vector<float> w(C, 1.f), centre(C, 0.f), scale(C, 1.f);   // (C) each
         for (int64_t c = 0; c < C; ++c) {
             if (weight.defined()) w[c] = at(weight, c);
@@ -283,7 +240,7 @@ struct BatchNormBackward final : Node {
                 body(XhatF32{px, centre[c], scale[c]});
             }
         };
-        // gm = g * 1[y > 0] under the fused ReLU (exact: relu's own backward), else g: gm_at / Lanes::gm.
+        // gm = g * 1[y > 0] under the fused ReLU (exact: relu's own backward), else g: gm_at / the kernels' gm.
 
         // Pass 1, reductions over the channel's M values: sum_g = Σ gm, sum_gxhat = Σ gm * x_hat.
         std::vector<double> sum_g, sum_gxhat;
@@ -292,23 +249,14 @@ struct BatchNormBackward final : Node {
             channel_sums(N, C, S, sum_g, sum_gxhat, [&](int64_t c, int64_t i0, int64_t len, float& fa, float& fb) {
                 with_xhat(c, [&](const auto& xhat) {
                     const int64_t end = i0 + len;
-                    int64_t j = i0;
                     float a = 0.f, b = 0.f;
-#if RAZOR_BN_LANES
-                    if (j % Lanes::width == 0) {
-                        Lanes::V va = Lanes::zero(), vb = Lanes::zero();
-                        for (; j + Lanes::width <= end; j += Lanes::width) {
-                            const Lanes::V v = Lanes::gm(pg, mask, j);
-                            va = Lanes::add(va, v);
-                            if (need_gxhat) vb = Lanes::fmadd(v, xhat.load(j), vb);
-                        }
-                        a = Lanes::reduce(va), b = Lanes::reduce(vb);
-                    }
-#endif
+                    int64_t j = row_sums(isa, xhat.row(pg, mask), i0, end, need_gxhat, a, b);
+                    // std::fma: the compiler may contract v * x_hat + b or not, and may decide differently with and
+                    // without the ReLU mask, which would break batch_norm_relu == relu(batch_norm) bit for bit.
                     for (; j < end; ++j) {
                         const float v = gm_at(pg, mask, j);
                         a += v;
-                        if (need_gxhat) b += v * xhat(j);
+                        if (need_gxhat) b = std::fma(v, xhat(j), b);
                     }
                     fa += a, fb += b;
                 });
@@ -337,17 +285,7 @@ struct BatchNormBackward final : Node {
                 const float mean_g = static_cast<float>(sum_g[c] / M);
                 const float mean_gxhat = static_cast<float>(sum_gxhat[c] / M);
                 with_xhat(c, [&](const auto& xhat) {
-                    int64_t j = base;
-#if RAZOR_BN_LANES
-                    if (j % Lanes::width == 0) {
-                        const Lanes::V vk = Lanes::set1(k), vmg = Lanes::set1(mean_g), vmgx = Lanes::set1(mean_gxhat);
-                        for (; j + Lanes::width <= base + n_sp; j += Lanes::width) {
-                            const Lanes::V t = Lanes::sub(Lanes::sub(Lanes::gm(pg, mask, j), vmg),
-                                                          Lanes::mul(xhat.load(j), vmgx));
-                            Lanes::store(pgx + j, Lanes::mul(vk, t));
-                        }
-                    }
-#endif
+                    int64_t j = row_input_grad(isa, xhat.row(pg, mask), base, base + n_sp, k, mean_g, mean_gxhat, pgx);
                     for (; j < base + n_sp; ++j) pgx[j] = k * (gm_at(pg, mask, j) - mean_g - xhat(j) * mean_gxhat);
                 });
             } else {
