@@ -36,13 +36,6 @@ struct Lanes {
 
 }  // namespace
 
-int64_t bn_row_sums_avx512(const BnRow& r, int64_t j, int64_t end, bool need_gxhat, float& a, float& b) {
-    return bn_row_sums<Lanes>(r, j, end, need_gxhat, a, b);
-}
-
-int64_t bn_row_input_grad_avx512(const BnRow& r, int64_t j, int64_t end, float k, float mean_g, float mean_gxhat,
-                                 float* gx) {
-    return bn_row_input_grad<Lanes>(r, j, end, k, mean_g, mean_gxhat, gx);
-}
+BnRowKernels bn_row_kernels_avx512() { return {&bn_row_sums<Lanes>, &bn_row_input_grad<Lanes>}; }
 
 }  // namespace razor::detail

@@ -86,23 +86,15 @@ inline float gm_at(const float* g, const uint64_t* mask, int64_t j) {
 // The vector loops: the active family's row kernels (core/batch_norm_kernels.h, one template over 16 or 8 lanes in
 // core/batch_norm_rows.h), each followed by the scalar loop on what is left of the run; generic runs only the
 // scalar loops. A run's sums therefore depend on the family (lane count), never on threads or other channels.
-int64_t row_sums(Isa isa, const detail::BnRow& r, int64_t j, int64_t end, bool need_gxhat, float& a, float& b) {
-    a = 0.f, b = 0.f;
+// row_kernels: the family's two kernels, or null for generic.
+const detail::BnRowKernels* row_kernels(Isa isa) {
 #if defined(RAZOR_X86_KERNELS)
-    if (isa == Isa::Avx512) return detail::bn_row_sums_avx512(r, j, end, need_gxhat, a, b);
-    if (isa == Isa::Avx2) return detail::bn_row_sums_avx2(r, j, end, need_gxhat, a, b);
+    static const detail::BnRowKernels avx512 = detail::bn_row_kernels_avx512(), avx2 = detail::bn_row_kernels_avx2();
+    if (isa == Isa::Avx512) return &avx512;
+    if (isa == Isa::Avx2) return &avx2;
 #endif
-    (void)isa, (void)r, (void)end, (void)need_gxhat;
-    return j;
-}
-int64_t row_input_grad(Isa isa, const detail::BnRow& r, int64_t j, int64_t end, float k, float mean_g,
-                       float mean_gxhat, float* gx) {
-#if defined(RAZOR_X86_KERNELS)
-    if (isa == Isa::Avx512) return detail::bn_row_input_grad_avx512(r, j, end, k, mean_g, mean_gxhat, gx);
-    if (isa == Isa::Avx2) return detail::bn_row_input_grad_avx2(r, j, end, k, mean_g, mean_gxhat, gx);
-#endif
-    (void)isa, (void)r, (void)end, (void)k, (void)mean_g, (void)mean_gxhat, (void)gx;
-    return j;
+    (void)isa;
+    return nullptr;
 }
 
 // x_hat of value j of one channel, from the two stored forms backward reads in place:
@@ -217,7 +209,7 @@ struct BatchNormBackward final : Node {
             if (need_xhat) running_var = ctx.unpack("running_var");
         }
         const uint64_t* mask = relu ? ctx.mask("mask").words() : nullptr;
-        const Isa isa = active_isa();   // the vector row kernels' family
+        const detail::BnRowKernels* kernels = row_kernels(active_isa());   // null: scalar loops only
         std::vector<float> w(C, 1.f), centre(C, 0.f), scale(C, 1.f);   // (C) each
         for (int64_t c = 0; c < C; ++c) {
             if (weight.defined()) w[c] = at(weight, c);
@@ -250,7 +242,7 @@ struct BatchNormBackward final : Node {
                 with_xhat(c, [&](const auto& xhat) {
                     const int64_t end = i0 + len;
                     float a = 0.f, b = 0.f;
-                    int64_t j = row_sums(isa, xhat.row(pg, mask), i0, end, need_gxhat, a, b);
+                    int64_t j = kernels ? kernels->sums(xhat.row(pg, mask), i0, end, need_gxhat, a, b) : i0;
                     // std::fma: the compiler may contract v * x_hat + b or not, and may decide differently with and
                     // without the ReLU mask, which would break batch_norm_relu == relu(batch_norm) bit for bit.
                     for (; j < end; ++j) {
@@ -285,7 +277,9 @@ struct BatchNormBackward final : Node {
                 const float mean_g = static_cast<float>(sum_g[c] / M);
                 const float mean_gxhat = static_cast<float>(sum_gxhat[c] / M);
                 with_xhat(c, [&](const auto& xhat) {
-                    int64_t j = row_input_grad(isa, xhat.row(pg, mask), base, base + n_sp, k, mean_g, mean_gxhat, pgx);
+                    int64_t j = base;
+                    if (kernels)
+                        j = kernels->input_grad(xhat.row(pg, mask), base, base + n_sp, k, mean_g, mean_gxhat, pgx);
                     for (; j < base + n_sp; ++j) pgx[j] = k * (gm_at(pg, mask, j) - mean_g - xhat(j) * mean_gxhat);
                 });
             } else {
