@@ -22,11 +22,9 @@ TEST_CASE("arena: after three warm-up steps, a training step allocates nothing f
             opt.step();
         };
         // Warm-up, three steps: the first takes activations and gradients from the OS, and its SGD momentum buffers
-        // (created in opt.step, after backward) take cached activation blocks of their size class; the second
-        // step's activations then need those blocks once more from the OS, and a request whose class is empty may
-        // borrow a block of a larger class (allocator.h), which a later request of that class then misses: vgg16_bn
-        // takes one more block from the OS in its third step (measured), none after. From then on, every step is
-        // served from the cache.
+        // (created in opt.step, after backward) take cached memory, so the second step's activations need some
+        // more; where freed memory lands decides what later requests can reuse (allocator.h), so a third step is
+        // allowed to settle. From then on, every step is served from the cache.
         step();
         step();
         step();
