@@ -62,6 +62,10 @@ protected:
     virtual bool decoupled_weight_decay() const = 0;
     void check_options(const Options& o) const override;
     std::vector<std::string> state_slots() const override { return {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"}; }
+    std::vector<const char*> reserved_slots(size_t group) const override {
+        if (this->options(group).amsgrad) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+        return {"exp_avg", "exp_avg_sq"};
+    }
 };
 extern template class AdamBase<AdamOptions>;
 extern template class AdamBase<AdamWOptions>;

@@ -84,8 +84,23 @@ Tensor& Optimizer::state(const std::string& name, const char* slot, const Shape&
     const std::string key = name + "." + slot;
     auto it = state_.find(key);
     if (created) *created = it == state_.end();
-    if (it == state_.end()) it = state_.emplace(key, Tensor::zeros(shape, dtype)).first;
+    if (it == state_.end()) {
+        Tensor fresh;
+        if (auto r = reserved_.find(key); r != reserved_.end()) {
+            if (r->second.shape() == shape && r->second.dtype() == dtype) fresh = std::move(r->second);
+            reserved_.erase(r);
+        }
+        it = state_.emplace(key, fresh.defined() ? std::move(fresh) : Tensor::zeros(shape, dtype)).first;
+    }
     return it->second;
+}
+
+void Optimizer::reserve_group_state(size_t group) {
+    for (const char* slot : reserved_slots(group))
+        for (const auto& [name, p] : group_params(group)) {
+            const std::string key = name + "." + slot;
+            if (p.requires_grad() && !state_.count(key)) reserved_.try_emplace(key, Tensor::zeros(p.shape()));
+        }
 }
 
 Tensor Optimizer::grad_of(const std::string& name, const Tensor& p) const {
@@ -169,6 +184,7 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
     }
     load_options(options);   // validates, then replaces (throws before changing anything)
     state_ = std::move(next);
+    for (const auto& [key, t] : state_) reserved_.erase(key);
 }
 
 }  // namespace razor::optim

@@ -39,6 +39,10 @@ public:
 protected:
     void check_options(const SGDOptions& o) const override;
     std::vector<std::string> state_slots() const override { return {"momentum_buffer"}; }
+    std::vector<const char*> reserved_slots(size_t group) const override {
+        if (options(group).momentum == 0) return {};
+        return {"momentum_buffer"};
+    }
 };
 
 }  // namespace razor::optim

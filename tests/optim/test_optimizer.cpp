@@ -93,6 +93,32 @@ TEST_CASE("optimizer: state is keyed by parameter name and slot, and group optio
     CHECK(unpack_f64(state.at("param_groups.0.amsgrad"), "amsgrad") == 1.0);
 }
 
+TEST_CASE("optimizer: state buffers of trained parameters are allocated with the optimizer, shown from first use") {
+    // Allocated ahead so they do not pin memory the first backward freed (optimizer.h, reserved_slots); the first
+    // step still sees them as new (SGD's first momentum buffer is the gradient, not (1 - dampening) x it).
+    Tensor w = randn_leaf({64, 1024}, 1), frozen = randn_leaf({64, 1024}, 2);   // 256 KiB each
+    frozen.requires_grad_(false);
+    const int64_t before = memory_stats().live_bytes;
+    SGD opt({{"w", w}, {"frozen", frozen}}, {.lr = 0.1, .momentum = 0.9, .dampening = 0.5});
+    CHECK(memory_stats().live_bytes - before == 64 * 1024 * 4);   // w's buffer; none for the frozen parameter
+    CHECK(opt.state_dict().count("w.momentum_buffer") == 0);        // not shown before first use, as PyTorch
+    const Tensor g = Tensor::full({64, 1024}, 2.f);
+    w.set_grad(g);
+    const int64_t with_grad = memory_stats().live_bytes;
+    opt.step();
+    CHECK(memory_stats().live_bytes == with_grad);   // the step took the reserved buffer, allocated nothing
+    const auto state = opt.state_dict();
+    REQUIRE(state.count("w.momentum_buffer") == 1);
+    CHECK(state.at("w.momentum_buffer").to_vector() == g.to_vector());   // first step: buf = grad
+    CHECK(state.count("frozen.momentum_buffer") == 0);
+
+    Tensor v = randn_leaf({300}, 3);
+    const int64_t before_adam = memory_stats().live_bytes;
+    Adam adam({{"v", v}}, {.amsgrad = true});
+    CHECK(memory_stats().live_bytes - before_adam == 3 * 300 * 4);   // exp_avg, exp_avg_sq, max_exp_avg_sq
+    CHECK(adam.state_dict().count("v.exp_avg") == 0);
+}
+
 TEST_CASE("optimizer: a checkpoint resumes bit-exactly (weights + optimizer + scheduler through safetensors)") {
     auto check_resume = [](auto make_opt, const char* what) {
         CAPTURE(what);
