@@ -29,7 +29,7 @@ namespace razor::apps {
 // The Back Razor flags as given: --razor R --razor-values V --razor-gelu G --razor-bn B --razor-attn A.
 struct RazorFlags {
     double ratio = 0;
-    std::string values = "fp32", gelu = "d4", bn = "int8", attn = "int8";
+    std::string values = "fp16", gelu = "d4", bn = "int8", attn = "int8";
 };
 
 // The family's table: --razor, --razor-values, --razor-gelu, --razor-bn, --razor-attn with the defaults above. Its

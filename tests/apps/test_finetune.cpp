@@ -57,7 +57,7 @@ TEST_CASE("razor finetune: backbone loaded, new head for the new classes, frozen
     const std::string out = run(apps::run_finetune, plus(tune, {"--out", tmp / "a"}));
     CHECK(out.find("head re-initialised for 4 classes (checkpoint has 6)") != std::string::npos);
     CHECK(out.find("freeze 19 BatchNorm2d layers") != std::string::npos);
-    CHECK(out.find("save policy razor r=0.90 values=f32") != std::string::npos);
+    CHECK(out.find("save policy razor r=0.90 values=f16") != std::string::npos);   // the default
 
     const train::Checkpoint p = train::load_checkpoint(pre), a = train::load_checkpoint(tmp / "a");
     CHECK(a.model.at("linear.weight").shape() == Shape{4, 64});
