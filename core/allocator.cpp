@@ -31,14 +31,18 @@ namespace {
 
 constexpr size_t kAlignment = 64;
 constexpr size_t kSmall = 4096;                      // up to here, classes are the multiples of 64 bytes
-constexpr size_t kLarge = size_t{1} << 18;           // 256 KiB: from here on, blocks are carved from segments
+// 64 KiB: from here on, blocks are carved from segments. With 256 KiB, VR-PGE's sampled subnetworks (new sizes at
+// every resample) kept evicting and re-allocating blocks of 64-256 KiB, which glibc maps and unmaps itself: resnet32x2
+// keep 0.5, resampled every 50 steps, took 328 blocks from the OS in an interval, 9x the page faults and 1.12x the
+// time of the size-class allocator before it; with 64 KiB, 341 ms a step against its 342.
+constexpr size_t kLarge = size_t{1} << 16;
 constexpr size_t kPage = 4096;                       // large blocks are whole pages
 // Segments are mapped in multiples of 1 MiB. Where free space ends up decides how much of it later requests can
 // use, so the unit moves the process peak: mobilenet_v2 at 224 px, batch 32, --razor 0.9 int8 held 797 MiB with
 // 2 MiB, 693 MiB with 256 KiB, 649 MiB with 1 MiB (resnet20: 89-90 MiB for all three).
 constexpr size_t kSegmentUnit = size_t{1} << 20;
 
-// ---- small blocks (< 256 KiB): size classes over aligned_alloc ------------------------------------------------
+// ---- small blocks (< 64 KiB): size classes over aligned_alloc ------------------------------------------------
 // A few KiB to a few hundred KiB each (biases, BatchNorm statistics, bitmaps of small layers): kernel round trips
 // would cost more than they save, and they are a small part of any step's memory.
 
@@ -55,7 +59,7 @@ struct FreeList {
     uint64_t last_used = 0;   // State::tick when a block of this class was last taken or returned
 };
 
-// ---- large blocks (>= 256 KiB): best fit in segments, split and coalesced -------------------------------------
+// ---- large blocks (>= 64 KiB): best fit in segments, split and coalesced -------------------------------------
 // Every activation, gradient and saved tensor of a real model is here. A segment is one mmap'd run of memory (at
 // least 1 MiB); a request takes the smallest free block that fits, in any segment, and leaves the rest of it free;
 // a freed block merges with free neighbours. So the memory a step frees serves whatever the step asks for next,

@@ -8,14 +8,14 @@
 // Caching (the activation arena): a freed buffer is not returned to the OS but kept, and later requests take it
 // back. A training step asks for the same sizes every step, so after the first (warm-up) steps it allocates nothing
 // from the OS: no page faults, no kernel clearing of fresh pages (docs/bench-ops.md has the perf stat figures).
-// - Small blocks (under 256 KiB: biases, statistics, bitmaps of small layers) are cached by size class: multiples of
+// - Small blocks (under 64 KiB: biases, statistics, bitmaps of small layers) are cached by size class: multiples of
 //   64 bytes up to 4 KiB, then 8 classes per power of two; a request whose class is empty may take a cached block
 //   of a larger class up to twice its size.
 // - Large blocks (every activation, gradient and saved tensor of a real model) are carved from segments, runs of
 //   memory mapped with mmap in multiples of 1 MiB: a request takes the smallest free block that fits (best fit),
 //   the rest of that block stays free, and a freed block merges with its free neighbours. Memory the forward frees
 //   thus serves whatever size the backward asks for; a cache of size classes kept blocks of sizes nobody was asking
-//   for (resnet20 under Back Razor: peak RSS 119 MiB against a 69 MiB tensor peak; now 89 MiB).
+//   for (resnet20 under Back Razor: peak RSS 119 MiB against a 69 MiB tensor peak; now 85-89 MiB).
 // What the allocator holds from the OS (live blocks, cached small blocks, segments whole) stays at most 5/4 of the
 // highest live_bytes seen, plus what giving memory back was seen to cost, up to 3x: cached small classes and
 // wholly free segments, least recently used first, go back to the OS (munmap leaves the resident set at once); when

@@ -19,22 +19,22 @@ TEST_CASE("allocator: a freed small block is reused for the same size class; liv
     reset_peak_memory();
     void* first = nullptr;
     {
-        Tensor a = Tensor::empty({50'000});   // 200,000 bytes: small (< 256 KiB), class 13 * 2^14 = 212,992
+        Tensor a = Tensor::empty({10'000});   // 40,000 bytes: small (< 64 KiB), class 10 * 2^12 = 40,960
         first = a.f32();
-        CHECK(memory_stats().live_bytes - before.live_bytes == 200'000);
+        CHECK(memory_stats().live_bytes - before.live_bytes == 40'000);
     }
     const MemoryStats freed = memory_stats();
     CHECK(freed.live_bytes == before.live_bytes);
-    CHECK(freed.cached_bytes >= 212'992);
+    CHECK(freed.cached_bytes >= 40'960);
     {
-        Tensor b = Tensor::empty({49'500});   // 198,000 bytes: the same class
+        Tensor b = Tensor::empty({9'900});   // 39,600 bytes: the same class
         CHECK(b.f32() == first);
         CHECK(memory_stats().os_allocations == freed.os_allocations);
         CHECK(memory_stats().allocations == freed.allocations + 1);
-        CHECK(memory_stats().live_bytes - before.live_bytes == 198'000);   // what the tensor asked for, not the block
-        CHECK(memory_stats().cached_bytes == freed.cached_bytes - 212'992);
+        CHECK(memory_stats().live_bytes - before.live_bytes == 39'600);   // what the tensor asked for, not the block
+        CHECK(memory_stats().cached_bytes == freed.cached_bytes - 40'960);
     }
-    CHECK(memory_stats().peak_bytes - before.live_bytes == 200'000);
+    CHECK(memory_stats().peak_bytes - before.live_bytes == 40'000);
     CHECK(memory_stats().live_bytes == before.live_bytes);
 }
 
