@@ -59,6 +59,7 @@
 #include <vector>
 
 #include "core/bitmask.h"
+#include "core/sparse_samples.h"
 #include "core/tensor.h"
 
 namespace razor {
@@ -144,6 +145,10 @@ public:
     // (value = lo_c + step_c * code): the codes and maps, so a kernel that reads each element once (BatchNorm's
     // backward) works on them without a dense fp32 transient of the whole tensor. Empty for every other form.
     virtual std::optional<ChannelCodes> channel_codes() const { return std::nullopt; }
+    // For forms that store each sample as a bitmap of kept elements plus their values (Back Razor's razored
+    // tensors): that form, so a kernel can skip what was dropped instead of multiplying by unpacked zeros. Empty for
+    // every other form.
+    virtual std::optional<SparseSamples> sparse_samples() const { return std::nullopt; }
 
     const Shape& shape() const { return shape_; }
     DType dtype() const { return dtype_; }

@@ -361,6 +361,23 @@ void RazoredTensor::unpack_rows(int64_t first, int64_t count, float* dst) const 
     for (int64_t b = first; b < first + count; ++b) unpack_sample(b, dst + (b - first) * sample_numel());
 }
 
+std::optional<SparseSamples> RazoredTensor::sparse_samples() const {
+    SparseSamples s;
+    s.samples = batch();
+    s.sample_numel = sample_numel();
+    s.words_per_sample = words_per_sample();
+    s.bitmap = bitmap();
+    s.offsets = offsets();
+    s.data = values();
+    s.qparams = qparams();
+    switch (value_codec()) {
+        case ValueCodec::F32: s.values = SparseSamples::Values::F32; break;
+        case ValueCodec::F16: s.values = SparseSamples::Values::F16; break;
+        case ValueCodec::I8: s.values = SparseSamples::Values::U8; break;
+    }
+    return s;
+}
+
 Tensor RazoredTensor::unpack() const {
     Tensor t = Tensor::empty(shape());
     if (t.numel() > 0) unpack_into(t.f32());

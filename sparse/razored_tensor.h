@@ -70,6 +70,7 @@ public:
     int64_t stored_bytes() const override;
     std::string format() const override;            // "bitmap+f16 r=0.90" (+ " ties=reference")
     const Storage* shared_storage() const override { return payload_->storage.get(); }
+    std::optional<SparseSamples> sparse_samples() const override;   // the layout above, read in place
 
     // ---- the compressed form, for kernels that consume it directly ----
     double ratio() const { return payload_->options.ratio; }

@@ -10,8 +10,9 @@
 // Saves: x as SaveRole::WeightGradOperand, only if W needs a gradient (gW = sum_n g[n] . im2col(x[n])^T; Back Razor
 //        prunes this one). W as SaveRole::Parameter (reference, 0 bytes), only if x needs a gradient (gx).
 //        Nothing else: no im2col buffer is kept (backward rebuilds it from x, one image at a time), no output,
-//        and the bias gradient needs only g. A compressed x (Back Razor) is expanded one image at a time into
-//        scratch inside the gW loop (SavedTensor::unpack_rows), not into an (N, C, H, W) transient.
+//        and the bias gradient needs only g. A pruned x (Back Razor) is read in its sparse form where that is
+//        faster (sparse_weight_grad_faster, core/conv_sparse_input.h), else expanded one image at a time into
+//        scratch inside the gW loop (SavedTensor::unpack_rows), never into an (N, C, H, W) transient.
 #include "core/ops/conv2d.h"
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include "core/conv_depthwise.h"
 #include "core/conv_im2col.h"
 #include "core/conv_planes.h"
+#include "core/conv_sparse_input.h"
 #include "core/conv_winograd.h"
 
 namespace razor {
@@ -54,6 +56,16 @@ ConvAlgorithms select_algorithm(const ConvGeometry& g) {
         return g.pointwise() ? A::Gemm1x1 : A::Im2col;
     }();
     return {forward, forward, forward};
+}
+
+// gW from a sparse saved x (Back Razor's bitmap + values) instead of the gW family above, when the sparse kernel runs
+// the geometry (stride 1, 1x1 or 3x3) and at most kSparseWeightGradMaxKept of x's elements were kept: it does f of
+// the direct multiplies, at a lower rate than the dense families (one row of gy read per kept element and tap, and
+// no Winograd saving), so it wins only at small f. Depthwise convs stay dense (one output channel per group: no
+// vector of output channels to sum into). Measured by bench/sparse_grad_bench.cpp (docs/back-razor.md "Sparse weight
+// gradients").
+bool sparse_weight_grad_faster(const ConvGeometry& g, double kept_fraction) {
+    return !g.depthwise() && detail::conv2d_sparse_input_supports(g) && kept_fraction <= kSparseWeightGradMaxKept;
 }
 
 std::string conv_algorithms_str(const ConvAlgorithms& a) {
@@ -140,18 +152,25 @@ struct Conv2dBackward final : Node {
             gx = Tensor::empty(edges()[0].shape);
         }
         const SavedTensor* x_saved = nullptr;   // expanded per image inside the kernel
+        bool sparse_gw = false;                  // gW from x's sparse form (conv_sparse_input.h)
         if (needs_grad(1)) {
             const SavedTensor& s = ctx.saved("x");
-            // every family but Depthwise expands a compressed x one image at a time inside its gW loop
-            if (s.has_row_unpack() && algorithms.weight_grad != ConvAlgorithm::Depthwise) x_saved = &s;
-            else x = ctx.unpack("x").contiguous();
+            const std::optional<SparseSamples> sparse = s.sparse_samples();
             gw = Tensor::empty(edges()[1].shape);
+            if (sparse && sparse_weight_grad_faster(geo, sparse->kept_fraction())) {
+                detail::conv2d_sparse_input_weight_grad(geo, *sparse, gy.f32(), gw.f32());
+                sparse_gw = true;
+            } else if (s.has_row_unpack() && algorithms.weight_grad != ConvAlgorithm::Depthwise) {
+                x_saved = &s;   // every family but Depthwise expands it one image at a time inside its gW loop
+            } else {
+                x = ctx.unpack("x").contiguous();
+            }
         }
-        if (gx.defined() || gw.defined()) {
+        if (gx.defined() || (gw.defined() && !sparse_gw)) {
             const float* px = x.defined() ? x.f32() : nullptr;
             const float* pw = w.defined() ? w.f32() : nullptr;
             float* pgx = gx.defined() ? gx.f32() : nullptr;
-            float* pgw = gw.defined() ? gw.f32() : nullptr;
+            float* pgw = gw.defined() && !sparse_gw ? gw.f32() : nullptr;
             // one call when gx and gW share a kernel (its backward computes both in one pass), else one each
             const ConvAlgorithms& a = algorithms;
             if (a.input_grad == a.weight_grad) {

@@ -35,6 +35,10 @@ struct ConvAlgorithms {
 // one place that chooses; conv2d's forward and backward both dispatch on it. docs/ops.md "Conv kernels".
 ConvAlgorithms select_algorithm(const ConvGeometry& g);
 
+// Whether gW reads a pruned x in its sparse form (core/conv_sparse_input.h) instead of expanding it for the gW
+// family select_algorithm chose: decided in backward, where the saved form and its kept fraction are known.
+bool sparse_weight_grad_faster(const ConvGeometry& g, double kept_fraction);
+
 // "im2col"; "im2col (gx gemm-1x1, gW im2col)" when the passes differ.
 std::string conv_algorithms_str(const ConvAlgorithms& algorithms);
 

@@ -6,7 +6,9 @@
 // Forward: y (M, out) = x (M, in) . W^T (in, out) as one gemm, started from the bias broadcast into y (beta = 1),
 // so the bias costs no extra pass over y.
 //
-// Saves: x as SaveRole::WeightGradOperand, only if W needs a gradient (gW = g^T x; Back Razor prunes it).
+// Saves: x as SaveRole::WeightGradOperand, only if W needs a gradient (gW = g^T x; Back Razor prunes it, and gW
+//        then reads the pruned form directly where linear_sparse_weight_grad_faster says so:
+//        core/linear_sparse_input.h).
 //        W as SaveRole::Parameter (a reference, 0 bytes, version-checked), only if x needs a gradient (gx = g W).
 //        b: nothing (gb = sum of g).
 #include "core/ops/linear.h"
@@ -17,6 +19,7 @@
 #include "core/autograd.h"
 #include "core/check.h"
 #include "core/gemm.h"
+#include "core/linear_sparse_input.h"
 #include "core/runtime.h"
 
 namespace razor {
@@ -64,9 +67,14 @@ struct LinearBackward final : Node {
             gemm(false, false, M, in, out, 1.f, pg, out, W.f32(), in, 0.f, gx.f32(), in);
         }
         if (needs_grad(1)) {
-            Tensor x = ctx.unpack("x").contiguous();   // (M, in)
             gW = Tensor::empty(w_shape);
-            gemm(true, false, out, in, M, 1.f, pg, out, x.f32(), in, 0.f, gW.f32(), in);
+            const std::optional<SparseSamples> sparse = ctx.saved("x").sparse_samples();
+            if (sparse && linear_sparse_weight_grad_faster(sparse->kept_fraction())) {
+                detail::linear_sparse_input_weight_grad(*sparse, M, in, out, pg, gW.f32());
+            } else {
+                Tensor x = ctx.unpack("x").contiguous();   // (M, in)
+                gemm(true, false, out, in, M, 1.f, pg, out, x.f32(), in, 0.f, gW.f32(), in);
+            }
         }
         if (needs_grad(2)) {
             gb = Tensor::empty({out});
@@ -77,6 +85,11 @@ struct LinearBackward final : Node {
 };
 
 }  // namespace
+
+// gW from a pruned x read sparse (core/linear_sparse_input.h) instead of unpacking it for the GEMM, when at most
+// kSparseWeightGradMaxKept (core/sparse_samples.h) of x's elements were kept: the sparse kernel does f of the
+// multiplies, at a lower rate than the GEMM (a row of g read per kept element), so it wins only at small f.
+bool linear_sparse_weight_grad_faster(double kept_fraction) { return kept_fraction <= kSparseWeightGradMaxKept; }
 
 Tensor linear(const Tensor& x_in, const Tensor& W_in, const Tensor& b_in) {
     if (!x_in.defined() || !W_in.defined()) throw Error("linear: got an undefined x or W; hint: pass both");
