@@ -17,8 +17,8 @@ namespace razor {
 // The kept fraction at or below which conv2d and linear read a pruned x's sparse form for gW instead of expanding it
 // (sparse_weight_grad_faster in core/ops/conv2d.h, linear_sparse_weight_grad_faster in core/ops/linear.h). Measured by
 // bench/sparse_grad_bench.cpp on ResNet-20, ResNet-50 and ViT shapes (docs/back-razor.md "Sparse weight gradients"):
-// at f = 0.1 (Back Razor's r = 0.9) the sparse kernels were 1.1-2.7x faster on every shape they run, at f = 0.2 from
-// 0.75x to 1.9x.
+// at f = 0.1 (Back Razor's r = 0.9) the sparse kernels were 1.01-2.35x faster on every shape they run, at f = 0.2
+// 0.76-1.76x.
 inline constexpr double kSparseWeightGradMaxKept = 0.15;
 
 struct SparseSamples {
