@@ -9,14 +9,16 @@
 //                         where ih = oh*sh - ph + kh*dh and iw = ow*sw - pw + kw*dw
 //
 // so each kept element adds x * gy[n, :, oh, ow] (a row of OCg output channels) to gW[:, c, kh, kw] for every tap
-// (kh, kw). Per image, gy is transposed to (positions, OC) with a zero border wide enough that every tap of every
-// input position lands inside it (a tap that falls off the output map reads zeros: no bounds test per element), the
-// kept elements are listed per input channel as (row in that matrix, value), and core/sparse_outer.h sums them into
-// a gW^T (C*KK, OCg) partial per batch chunk, with each channel's KK x OCg block in registers; the partials are added
-// up in chunk order (core/conv_geometry.h). The dropped elements are zeros of the unpacked x, so the result equals
-// unpack-then-dense to float rounding (the order of the sums differs); nothing of x is expanded.
-// Runs stride-1 convs with a 1x1 or 3x3 kernel (any padding, dilation and group count): the convs it was measured
-// faster on. Letters as in core/conv_geometry.h.
+// (kh, kw) whose (oh, ow) is a whole output position. Per image, gy is transposed to (positions, OC) in a zero-bordered
+// grid wide enough that every tap of every input position lands inside it (a tap that falls off the output map reads
+// zeros: no bounds test per element); the kept elements are listed per input channel -- and, for a strided conv, per
+// phase (ih + ph) mod sh, (iw + pw) mod sw, which decides the taps that reach a whole output position -- as (grid row,
+// value); and core/sparse_outer.h sums them into a gW^T (C*KK, OCg) partial per batch chunk, with each list's taps x
+// OCg block of sums in registers. The partials are added up in chunk order (core/conv_geometry.h). The dropped
+// elements are zeros of the unpacked x, so the result equals unpack-then-dense to float rounding (the order of the
+// sums differs); nothing of x is expanded. Runs every conv but depthwise ones (any kernel, stride, padding, dilation,
+// group count); which convs take it is sparse_weight_grad_faster's choice (core/ops/conv2d.cpp). Letters as in
+// core/conv_geometry.h.
 #pragma once
 
 #include "core/conv_geometry.h"

@@ -41,7 +41,9 @@ void linear_sparse_input_weight_grad(const SparseSamples& x, int64_t M, int64_t 
     // while every column's entries read it. A multiple of 128 floats (the kernel's widest vector block).
     const int64_t block = std::min(out, std::max<int64_t>(128, (65536 / std::max<int64_t>(rows, 1)) / 128 * 128));
     const int64_t part = in * out, max_kept = x.max_kept(), per_chunk = part + max_kept;
-    const int64_t chunks = batch_chunks(x.samples), tap0 = 0;
+    const int64_t chunks = batch_chunks(x.samples), zero = 0;
+    const OuterTaps one_tap{1, &zero, &zero};   // row m of g, into row j of gW^T
+    const OuterLists columns{0, in, 1, 0};
     Tensor workspace = Tensor::empty({chunks * per_chunk});
     float* ws = workspace.f32();
 #pragma omp parallel for schedule(static, 1) if (chunks > 1)
@@ -59,8 +61,8 @@ void linear_sparse_input_weight_grad(const SparseSamples& x, int64_t M, int64_t 
             list_by_column(x, b, in, values, entries);
             const float* g_b = g + b * rows * out;
             for (int64_t o0 = 0; o0 < out; o0 += block)
-                sparse_outer_accumulate(entries, 0, in, &tap0, 1, g_b + o0, out, std::min(block, out - o0), acc + o0,
-                                        out);
+                sparse_outer_accumulate(entries, columns, one_tap, g_b + o0, out, std::min(block, out - o0), acc + o0,
+                                        out, out);
         }
     }
     // gW[o, j] = the chunks' partials summed in chunk order.

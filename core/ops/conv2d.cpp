@@ -58,14 +58,19 @@ ConvAlgorithms select_algorithm(const ConvGeometry& g) {
     return {forward, forward, forward};
 }
 
-// gW from a sparse saved x (Back Razor's bitmap + values) instead of the gW family above, when the sparse kernel runs
-// the geometry (stride 1, 1x1 or 3x3) and at most kSparseWeightGradMaxKept of x's elements were kept: it does f of
-// the direct multiplies, at a lower rate than the dense families (one row of gy read per kept element and tap, and
-// no Winograd saving), so it wins only at small f. Depthwise convs stay dense (one output channel per group: no
-// vector of output channels to sum into). Measured by bench/sparse_grad_bench.cpp (docs/back-razor.md "Sparse weight
-// gradients").
+// gW from a sparse saved x (Back Razor's bitmap + values) instead of the gW family above, when at most
+// kSparseWeightGradMaxKept of x's elements were kept and the conv is one the sparse kernel was measured faster on
+// (bench/sparse_grad_bench.cpp at f = 0.1; docs/back-razor.md "Sparse weight gradients"): a 3x3 at stride 1 or 2
+// (1.2-2.1x on ResNet-20 and ResNet-50 shapes), or a 1x1 at stride 1 with at least 128 output channels per group
+// (1.0-1.5x on ResNet-50 and MobileNetV2 shapes). The sparse kernel does f of the direct multiplies, but reads a row
+// of gy per kept element and tap after transposing gy, so narrower 1x1 convs lose to the dense GEMM over the whole
+// map (MobileNetV2's 144->24 at 56x56: 0.45x; 384->64 at 14x14: 0.75x), as do a 1x1 at stride 2 (a quarter of x is
+// used, the dense path just subsamples: 0.36x), a 7x7 stem (up to 16 taps a phase, summed without registers: 0.24x)
+// and depthwise convs (one output channel per group).
 bool sparse_weight_grad_faster(const ConvGeometry& g, double kept_fraction) {
-    return !g.depthwise() && detail::conv2d_sparse_input_supports(g) && kept_fraction <= kSparseWeightGradMaxKept;
+    const bool square_stride = g.sh == g.sw && g.sh <= 2;
+    const bool measured = (g.kk() == 9 && square_stride) || (g.kk() == 1 && g.sh == 1 && g.sw == 1 && g.OCg >= 128);
+    return measured && detail::conv2d_sparse_input_supports(g) && kept_fraction <= kSparseWeightGradMaxKept;
 }
 
 std::string conv_algorithms_str(const ConvAlgorithms& a) {

@@ -1,7 +1,7 @@
 // tests/sparse/test_sparse_weight_grad.cpp -- conv2d's gW read straight from a razored x (core/conv_sparse_input.h):
 // the bit walker and value decoding it reads through (core/sparse_samples.h), the kernel against the float64
 // definition on the unpacked x for every codec and many geometries, and conv2d's backward choosing it under Back
-// Razor with the same gradient as the expanded path.
+// Razor with the same gradient as the expanded path. Strided convs run one list per channel and phase.
 #include <set>
 
 #include "core/conv_sparse_input.h"
@@ -77,6 +77,10 @@ TEST_CASE("sparse gW: equals the float64 definition on the unpacked x, every geo
         int64_t OC, k;
         Conv2dOptions o;
     };
+    Conv2dOptions tall = opts(1, 1);
+    tall.stride = {2, 1};
+    tall.padding = {1, 0};
+    tall.dilation = {1, 2};
     Conv2dOptions wide = opts(1, 1);   // p (1, 0) d (1, 2)
     wide.padding = {1, 0};
     wide.dilation = {1, 2};
@@ -89,6 +93,14 @@ TEST_CASE("sparse gW: equals the float64 definition on the unpacked x, every geo
         {"1x1 48->200 at 5x5 (several vector blocks)", {2, 48, 5, 5}, 200, 1, opts(1, 0)},
         {"3x3 p0 (valid)", {2, 5, 9, 8}, 7, 3, opts(1, 0)},
         {"p (1, 0) d (1, 2)", {2, 3, 9, 10}, 4, 3, wide},
+        {"3x3 p1 s2 at 16x16", {3, 4, 16, 16}, 6, 3, opts(2, 1)},
+        {"3x3 p1 s2 at 15x13 (odd)", {2, 5, 15, 13}, 18, 3, opts(2, 1)},
+        {"1x1 s2", {3, 4, 9, 9}, 5, 1, opts(2, 0)},
+        {"7x7 p3 s2 at 20x20 (a stem)", {2, 3, 20, 20}, 8, 7, opts(2, 3)},
+        {"5x5 p2 at 13x12", {2, 3, 13, 12}, 4, 5, opts(1, 2)},
+        {"3x3 s3 p0", {2, 4, 11, 11}, 5, 3, opts(3, 0)},
+        {"s (2, 1) p (1, 0) d (1, 2)", {2, 3, 9, 10}, 4, 3, tall},
+        {"groups 2, s2", {2, 8, 10, 10}, 6, 3, opts(2, 1, 1, 2)},
         {"3x3 p3 (padding beyond the kernel)", {2, 3, 6, 6}, 4, 3, opts(1, 3)},
         {"groups 2 at 16x16", {2, 8, 16, 16}, 6, 3, opts(1, 1, 1, 2)},
         {"one image", {1, 6, 8, 8}, 5, 3, opts(1, 1)},
@@ -116,8 +128,11 @@ TEST_CASE("sparse gW: conv2d's backward reads a razored x sparse at r = 0.9 and 
     CHECK(sparse_weight_grad_faster(g, 0.1));
     CHECK_FALSE(sparse_weight_grad_faster(g, 0.5));
     CHECK_FALSE(sparse_weight_grad_faster(conv2d_geometry({4, 8, 12, 12}, {8, 1, 3, 3}, opts(1, 1, 1, 8)), 0.1));
-    CHECK_FALSE(sparse_weight_grad_faster(conv2d_geometry({4, 8, 12, 12}, {16, 8, 3, 3}, opts(2, 1)), 0.1));
-    CHECK_FALSE(sparse_weight_grad_faster(conv2d_geometry({4, 3, 12, 12}, {16, 3, 7, 7}, opts(1, 3)), 0.1));
+    CHECK_FALSE(sparse_weight_grad_faster(conv2d_geometry({4, 3, 12, 12}, {16, 3, 7, 7}, opts(2, 3)), 0.1));
+    CHECK_FALSE(sparse_weight_grad_faster(conv2d_geometry({4, 8, 12, 12}, {16, 8, 1, 1}, opts(2, 0)), 0.1));
+    CHECK(sparse_weight_grad_faster(conv2d_geometry({4, 8, 12, 12}, {16, 8, 3, 3}, opts(2, 1)), 0.1));
+    CHECK(sparse_weight_grad_faster(conv2d_geometry({4, 8, 12, 12}, {128, 8, 1, 1}, opts(1, 0)), 0.1));
+    CHECK_FALSE(sparse_weight_grad_faster(conv2d_geometry({4, 8, 12, 12}, {64, 8, 1, 1}, opts(1, 0)), 0.1));
 
     Generator gen(7);
     const Tensor x0 = relu_randn({4, 8, 12, 12}, gen), w0 = Tensor::randn({16, 8, 3, 3}, gen);
