@@ -28,6 +28,14 @@ Tensor relu_randn(const Shape& shape, Generator& gen) {
     return x;
 }
 
+// Back Razor at ratio r with fp16 values (the CLI's default), everything else at RazorConfig's defaults.
+std::shared_ptr<const SavePolicy> razor_f16(double ratio) {
+    RazorConfig config;
+    config.ratio = ratio;
+    config.values = ValueCodec::F16;
+    return std::make_shared<RazorSavePolicy>(config);
+}
+
 }  // namespace
 
 TEST_CASE("sparse samples: for_each_set_bit visits exactly the set bits of a range, across word edges") {
@@ -139,12 +147,9 @@ TEST_CASE("sparse gW: conv2d's backward reads a razored x sparse at r = 0.9 and 
     const Tensor gy = Tensor::randn({4, 16, 12, 12}, gen);
     for (double ratio : {0.9, 0.5}) {
         INFO("r = ", ratio);
-        RazorConfig config;
-        config.ratio = ratio;
-        config.values = ValueCodec::F16;
         Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_();
         {
-            SavePolicyGuard guard(std::make_shared<RazorSavePolicy>(config));
+            SavePolicyGuard guard(razor_f16(ratio));
             conv2d(x, w, Tensor(), opts(1, 1)).backward(gy);
         }
         // The same step by hand: x as the policy stored it, unpacked, through the dense definition.
@@ -199,12 +204,9 @@ TEST_CASE("sparse gW: linear's backward reads a razored x sparse at r = 0.9 and 
     const Tensor g = Tensor::randn({4, 6, 20}, gen);
     for (double ratio : {0.9, 0.5}) {
         INFO("r = ", ratio);
-        RazorConfig config;
-        config.ratio = ratio;
-        config.values = ValueCodec::F16;
         Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_();
         {
-            SavePolicyGuard guard(std::make_shared<RazorSavePolicy>(config));
+            SavePolicyGuard guard(razor_f16(ratio));
             linear(x, w).backward(g);
         }
         const auto saved = RazoredTensor::pack(x0, {.ratio = ratio, .values = ValueCodec::F16});
