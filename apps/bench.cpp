@@ -13,7 +13,7 @@
 // The steps are the training loop's own (train/steps.h: DenseStep, VrpgeStep), timed on one synthetic batch.
 // --keep K times one VR-PGE phase-A iteration instead (train/vrpge_trainer.h; both sampled passes, estimator, joint
 // clip, Adam on s, SGD on w, projection), every s at K and rho = K, compact channel execution; the same fields plus
-// keep, variant, align and flops_ratio (MACs of the sampled subnets over dense, per pass, averaged).
+// keep, variant, align, stream_masks and flops_ratio (MACs of the sampled subnets over dense, per pass, averaged).
 // --keep K --resample-every N (the seed's strategy, train/vrpge_trainer.h) times whole intervals: a timed unit is N
 // consecutive steps starting at a resample (the reference iteration, then N - 1 w-only steps on the interval's
 // subnetwork), --warmup and --steps count such units, and step_ms is the median unit's time / N -- the mean step over
@@ -49,7 +49,7 @@ struct BenchOptions {
     int64_t batch = 128, steps = 10, warmup = 2, threads = 0, seed = 0;
     int64_t align = 0, resample_every = 1;
     double keep = 0;
-    bool one_backward = false, json = false, freeze_bn = false;
+    bool one_backward = false, json = false, freeze_bn = false, stream_masks = false;
     std::string from;
     RazorFlags razor;
 };
@@ -73,6 +73,8 @@ const FlagTable<BenchOptions>& bench_flags() {
                      &O::one_backward)
             .integer("align", "0", "VR-PGE: round kept counts up to a multiple of this (changes the algorithm)",
                      &O::align)
+            .boolean("stream-masks", "VR-PGE on a ResNet: one mask per residual stream, shared by its writers (not "
+                     "the reference)", &O::stream_masks)
             .integer("resample-every", "1", "VR-PGE: structure update and a fresh subnetwork every N steps (the "
                      "seed's strategy); --steps and --warmup then count whole intervals of N steps", &O::resample_every)
             .family(razor_flag_family(), &O::razor)
@@ -157,6 +159,8 @@ int bench(const BenchOptions& o) {
     if (o.resample_every > 1 && keep == 0)
         throw Error(fmt("razor bench: --resample-every ", o.resample_every, " needs the VR-PGE iteration; hint: pass "
                         "--keep K (the dense step has no subnetwork to resample)"));
+    if (o.stream_masks && keep == 0)
+        throw Error("razor bench: --stream-masks shapes VR-PGE's masks; hint: pass --keep K as well");
     if (keep > 0 && o.freeze_bn)
         throw Error(fmt("razor bench: --keep ", keep, " samples BatchNorm channels, which --freeze-bn freezes; hint: "
                         "pass one of them"));
@@ -171,6 +175,7 @@ int bench(const BenchOptions& o) {
         v.step.variant = o.one_backward ? sparse::VrpgeVariant::OneBackward : sparse::VrpgeVariant::TwoBackward;
         v.step.align = o.align;
         v.resample_every = o.resample_every;
+        v.stream_masks = o.stream_masks;
         vrpge = std::make_unique<train::VrpgeTrainer>(model, v);
         step = std::make_unique<train::VrpgeStep>(*vrpge, gen);
     } else {
@@ -256,6 +261,7 @@ int bench(const BenchOptions& o) {
         j["keep"] = keep, j["variant"] = train::variant_name(vrpge->options.variant), j["align"] = vrpge->options.align;
         j["flops_ratio"] = flops_ratio;
         j["resample_every"] = unit;
+        j["stream_masks"] = o.stream_masks;
         if (unit > 1) j["interval_ms"] = median * static_cast<double>(unit);
     }
     if (o.json) {
@@ -269,10 +275,10 @@ int bench(const BenchOptions& o) {
                 static_cast<long long>(options.image_size), static_cast<long long>(steps),
                 static_cast<long long>(warmup));
     if (vrpge)
-        std::printf("  VR-PGE iteration    keep %g, %s%s, sampled subnet MACs %.3fx dense per pass\n", keep,
+        std::printf("  VR-PGE iteration    keep %g, %s%s%s, sampled subnet MACs %.3fx dense per pass\n", keep,
                     train::variant_name(vrpge->options.variant).c_str(),
                     vrpge->options.align ? fmt(", --align ", vrpge->options.align, " (changes the algorithm)").c_str() : "",
-                    flops_ratio);
+                    o.stream_masks ? ", one mask per residual stream (not the reference)" : "", flops_ratio);
     if (unit > 1)
         std::printf("  resample every      %lld steps (the seed's strategy): each timed unit is one whole interval, "
                     "the step time is its mean\n  interval (median)   %.1f ms\n",

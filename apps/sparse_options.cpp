@@ -29,6 +29,8 @@ const FlagTable<SparseOptions>& sparse_flag_table() {
                      "off)", &O::align)
             .integer("resample-every", "1", "structure update and a fresh subnetwork every N steps, w alone on that "
                      "subnetwork in between (the seed's strategy; 1 = the reference, every step)", &O::resample_every)
+            .boolean("stream-masks", "ResNets: one mask per residual stream, shared by every conv that writes it, "
+                     "so the stream shrinks with its writers (NOT the reference: one mask per conv)", &O::stream_masks)
             .integer("candidates", "10", "phase B: subnetworks drawn from the final s", &O::candidates)
             .integer("select-batches", "20", "phase B: training batches that score each candidate", &O::select_batches)
             .integer("finetune-epochs", "40", "phase B: fine-tune epochs of the chosen subnetwork (0 = none)",
@@ -101,6 +103,7 @@ train::VrpgeTrainerOptions vrpge_options(const SparseOptions& o) {
                                                      : sparse::VrpgeVariant::OneBackward,
               .align = o.align};
     v.resample_every = o.resample_every;
+    v.stream_masks = o.stream_masks;
     return v;
 }
 

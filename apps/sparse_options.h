@@ -16,6 +16,7 @@ struct SparseOptions {
     double keep = 0.5, lr = 0.1, lr_s = 12e-3, momentum = 0.9, wd = 5e-4, clip = 3, s_init = 0.5, finetune_lr = 1e-3;
     int64_t epochs = 300, batch = 128, align = 0, candidates = 10, select_batches = 20, finetune_epochs = 40;
     int64_t resample_every = 1;
+    bool stream_masks = false;
     DataFlags data;
     RunFlags run;
 };
@@ -27,7 +28,7 @@ Args sparse_args();
 SparseOptions read_sparse_options(const Args& args);
 
 // Phase A's trainer options: s init, Adam on s, SGD on w, the step's rho, clip, score norm, estimator, projection,
-// variant and alignment, and the resampling interval.
+// variant and alignment, the resampling interval and the stream masks.
 train::VrpgeTrainerOptions vrpge_options(const SparseOptions& o);
 
 }  // namespace razor::apps

@@ -93,11 +93,14 @@ int run_sparse_train(const std::vector<std::string>& argv) {
     train::VrpgeTrainer trainer(model, vo);
     Generator mask_gen(static_cast<uint64_t>(o.run.seed) + 0x5eed);   // masks: their own stream
     const int64_t n = trainer.scores.num_masked_channels();
-    std::printf("model  %s: %lld parameters, %lld scored convs, n = %lld prunable channels (classifier excluded)\n",
-                o.model.c_str(), static_cast<long long>(model->num_parameters()),
+    int64_t scored = 0;
+    for (const auto& layer : trainer.scores.layers()) scored += layer.masked;
+    std::printf("model  %s: %lld parameters, %lld scored convs (%lld own masks), n = %lld prunable channels "
+                "(classifier excluded)\n",
+                o.model.c_str(), static_cast<long long>(model->num_parameters()), static_cast<long long>(scored),
                 static_cast<long long>(trainer.scores.parameters().size()), static_cast<long long>(n));
     std::printf("vrpge  keep %g (budget %.1f channels) | s init %g | %s | %s | score %s | projection %s | clip %g | "
-                "BN true-sparse%s%s\n",
+                "BN true-sparse%s%s%s\n",
                 o.keep, trainer.scores.budget(o.keep), o.s_init, train::variant_name(vo.step.variant).c_str(),
                 o.estimator == "pge" ? "estimator: vanilla PGE, no baseline (an ablation, NOT the reference)"
                                      : "estimator: VR-PGE",
@@ -106,7 +109,9 @@ int run_sparse_train(const std::vector<std::string>& argv) {
                               "estimator)").c_str() : "",
                 o.resample_every > 1 ? fmt(" | --resample-every ", o.resample_every, ": s updated and the subnetwork "
                                            "resampled every ", o.resample_every, " steps, w alone on it in between "
-                                           "(the seed's strategy, NOT the reference)").c_str() : "");
+                                           "(the seed's strategy, NOT the reference)").c_str() : "",
+                o.stream_masks ? " | --stream-masks: one mask per residual stream, shared by its writers (NOT the "
+                                 "reference)" : "");
     std::printf("train  phase A %lld epoch%s x %lld steps of %lld, SGD lr %g Adam lr_s %g (cosine per epoch) | phase B "
                 "%lld candidate%s, %lld fine-tune epoch%s at lr %g | seed %lld\n",
                 static_cast<long long>(o.epochs), o.epochs == 1 ? "" : "s", static_cast<long long>(spe),

@@ -169,15 +169,20 @@ std::string CifarResNet::block_path(size_t i) const {
 }
 
 std::vector<sparse::ScoredLayer> CifarResNet::scored_layers() const {
-    std::vector<sparse::ScoredLayer> layers = {{"conv1", conv1->out_channels, true, {}}};
-    std::vector<std::string> stream = {"conv1"};   // the layers whose outputs the residual stream holds
+    // `stream`: the layers whose outputs the residual stream holds; `stream_name`: that stream, named after the
+    // stage where it starts. A block with a non-identity shortcut (a projection conv, or option A's subsample and
+    // zero pad, which moves the channels) starts a new stream.
     const auto bs = blocks();
+    std::string stream_name = bs.front()->shortcut ? "stem" : "layer1";
+    std::vector<sparse::ScoredLayer> layers = {{"conv1", conv1->out_channels, true, {}, stream_name}};
+    std::vector<std::string> stream = {"conv1"};
     for (size_t i = 0; i < bs.size(); ++i) {
         const std::string prefix = block_path(i);
+        if (bs[i]->shortcut) stream_name = fmt("layer", i / static_cast<size_t>(blocks_per_stage) + 1);
         layers.push_back({prefix + "conv1", bs[i]->conv1->out_channels, true, stream});
-        layers.push_back({prefix + "conv2", bs[i]->conv2->out_channels, true, {prefix + "conv1"}});
+        layers.push_back({prefix + "conv2", bs[i]->conv2->out_channels, true, {prefix + "conv1"}, stream_name});
         if (auto* sc = bs[i]->shortcut_conv()) {
-            layers.push_back({prefix + "shortcut.0", sc->out_channels, true, stream});
+            layers.push_back({prefix + "shortcut.0", sc->out_channels, true, stream, stream_name});
             stream = {prefix + "shortcut.0"};
         }
         stream.push_back(prefix + "conv2");

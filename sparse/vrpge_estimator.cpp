@@ -24,7 +24,7 @@ void accumulate_vrpge_grad(const ChannelScores& scores, const ChannelMasks& pass
         throw Error(fmt("accumulate_vrpge_grad: expected finite losses, got L1 = ", L1, ", L2 = ", L2,
                         "; hint: a diverged pass would poison every s"));
     for (size_t i = 0; i < scores.layers().size(); ++i) {
-        if (!scores.layers()[i].masked) continue;
+        if (!scores.owns_mask(i)) continue;   // unmasked, or sharing its owner's Bernoulli variables
         const Tensor& s = scores.s(i);
         Tensor grad = s.grad();
         if (!grad.defined()) {

@@ -2,6 +2,7 @@
 #include "sparse/vrpge_scores.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <set>
 
@@ -11,14 +12,26 @@ ChannelScores::ChannelScores(std::vector<ScoredLayer> layers, float init) : laye
     if (!(init >= 0.f && init <= 1.f))
         throw Error(fmt("ChannelScores: expected init in [0, 1], got ", init,
                         "; hint: s are keep probabilities, the reference starts them at 0.5"));
-    std::set<std::string> seen;
+    std::map<std::string, size_t> seen;   // name -> index
     for (const ScoredLayer& l : layers_) {
         if (l.name.empty())
             throw Error("ChannelScores: got a layer with an empty name; hint: use the module path, e.g. layer1.0.conv1");
-        if (!seen.insert(l.name).second)
+        if (!seen.emplace(l.name, owner_.size()).second)
             throw Error(fmt("ChannelScores: layer '", l.name, "' appears twice; hint: one entry per conv"));
         if (l.channels < 1)
             throw Error(fmt("ChannelScores: layer '", l.name, "' expected channels >= 1, got ", l.channels));
+        owner_.push_back(owner_.size());
+        if (!l.shares.empty()) {
+            const auto it = seen.find(l.shares);
+            if (!l.masked || it == seen.end() || it->second == owner_.back() || !layers_[it->second].masked ||
+                !layers_[it->second].shares.empty() || layers_[it->second].channels != l.channels)
+                throw Error(fmt("ChannelScores: layer '", l.name, "' shares the mask of '", l.shares,
+                                "', expected an earlier masked layer with its own mask and ", l.channels,
+                                " channels; hint: share_stream_masks() sets this from the model's streams"));
+            owner_.back() = it->second;
+            s_.emplace_back();   // the owner's s is the parameter
+            continue;
+        }
         if (!l.masked) {
             s_.emplace_back();   // unmasked layers own no s (spec §3)
             continue;
@@ -34,7 +47,7 @@ ChannelScores::ChannelScores(std::vector<ScoredLayer> layers, float init) : laye
 std::vector<std::pair<std::string, Tensor>> ChannelScores::named_parameters() const {
     std::vector<std::pair<std::string, Tensor>> out;
     for (size_t i = 0; i < layers_.size(); ++i)
-        if (layers_[i].masked) out.emplace_back(layers_[i].name + ".s", s_[i]);
+        if (owns_mask(i)) out.emplace_back(layers_[i].name + ".s", s_[i]);
     return out;
 }
 
@@ -50,6 +63,11 @@ ChannelMasks ChannelScores::sample(Generator& gen) const {
     out.m.reserve(layers_.size());
     out.kept.reserve(layers_.size());
     for (size_t i = 0; i < layers_.size(); ++i) {
+        if (owner_[i] != i) {   // a shared mask: the owner's (drawn earlier in this loop), no random numbers
+            out.kept.push_back(out.kept[owner_[i]]);
+            out.m.push_back(out.m[owner_[i]]);
+            continue;
+        }
         const int64_t C = layers_[i].channels;
         Tensor m = Tensor::ones({C});   // (OC)
         if (layers_[i].masked) {
@@ -89,6 +107,11 @@ ChannelMasks align_kept(const ChannelScores& scores, ChannelMasks masks, int64_t
     if (masks.m.size() != layers.size())
         throw Error(fmt("align_kept: expected ", layers.size(), " masks, got ", masks.m.size()));
     for (size_t i = 0; i < layers.size(); ++i) {
+        if (scores.owner(i) != i) {   // a shared mask: the owner's aligned mask (the owner comes first)
+            masks.m[i] = masks.m[scores.owner(i)];
+            masks.kept[i] = masks.kept[scores.owner(i)];
+            continue;
+        }
         if (!layers[i].masked) continue;
         const int64_t C = layers[i].channels;
         masks.m[i] = masks.m[i].contiguous().clone();   // the caller's mask tensor stays as it was
@@ -107,6 +130,20 @@ ChannelMasks align_kept(const ChannelScores& scores, ChannelMasks masks, int64_t
         masks.kept[i] = kept_indices(masks.m[i]);
     }
     return masks;
+}
+
+std::vector<ScoredLayer> share_stream_masks(std::vector<ScoredLayer> layers) {
+    std::map<std::string, std::string> first;   // stream -> the first masked layer writing it
+    for (ScoredLayer& l : layers) {
+        if (!l.masked || l.stream.empty()) continue;
+        const auto [it, inserted] = first.emplace(l.stream, l.name);
+        if (!inserted) l.shares = it->second;
+    }
+    if (first.empty())
+        throw Error(fmt("--stream-masks: no layer of this model writes a residual stream (first layer '",
+                        layers.empty() ? std::string("?") : layers.front().name,
+                        "'); hint: one mask per stream exists for the CIFAR ResNets; VGGs have no residual stream"));
+    return layers;
 }
 
 }  // namespace razor::sparse

@@ -10,6 +10,11 @@
 // masked layer owns one f32 parameter tensor "<name>.s" of shape (OC); unmasked layers (the classifier, by an
 // explicit flag -- never an out-channel heuristic) own none and count neither in n nor in the budget.
 //
+// Shared masks (`ScoredLayer::shares`): a layer may use an earlier layer's s and mask instead of its own (same
+// channel count). It then owns no parameter, counts neither in n nor in the budget, draws no random numbers, and its
+// mask in every pass is its owner's; the estimator sees the owner's Bernoulli variables once. share_stream_masks()
+// ties the layers that write one residual stream (--stream-masks, a deviation from the reference; docs/vr-pge.md).
+//
 // Sampling: one mask per layer per forward pass, shared by the whole minibatch (what makes a compact pass
 // possible). m_c = 1[u_c < s_c] with u_c uniform on [0, 1) drawn from a razor Generator, layer by layer in list order,
 // channel by channel, so a seed fixes every mask. s = 0 never keeps, s = 1 always keeps (spec §4.6). The sampler is
@@ -32,7 +37,18 @@ struct ScoredLayer {
     // The layers whose kept output channels make this layer's input channels (their union); empty = the network's
     // input. Informational (FLOP accounting, docs); ChannelScores does not read it.
     std::vector<std::string> inputs = {};
+    // The residual stream this layer's output is added into ("layer2"), set by the model; empty for layers that
+    // write no stream (block conv1, VGG convs, the classifier).
+    std::string stream = {};
+    // The earlier layer whose s and mask this layer uses (empty: its own). Set by share_stream_masks().
+    std::string shares = {};
 };
+
+// --stream-masks (deviation, labelled wherever used): one mask per residual stream. Every masked layer with a
+// non-empty `stream` shares the s and mask of the first layer (in list order) that writes the same stream, so a
+// stage's stream writers keep the same channels and the stream's active set is that one mask instead of the union
+// of independent ones. Throws when no layer writes a stream (VGG), naming the layers' first name.
+std::vector<ScoredLayer> share_stream_masks(std::vector<ScoredLayer> layers);
 
 // The masks of one forward pass, aligned with ChannelScores::layers().
 struct ChannelMasks {
@@ -47,9 +63,13 @@ public:
     ChannelScores(std::vector<ScoredLayer> layers, float init = 0.5f);
 
     const std::vector<ScoredLayer>& layers() const { return layers_; }
-    // The s tensor of layer i (undefined for an unmasked layer). A leaf with requires_grad, so it has a .grad().
+    // The s tensor of layer i (undefined for an unmasked or sharing layer). A leaf with requires_grad, so it has a .grad().
     const Tensor& s(size_t layer) const { return s_[layer]; }
-    // n: prunable channels, the sum of OC over masked layers only (spec §2 "budget size").
+    // The index of the layer whose s and mask layer i uses: i itself unless it shares.
+    size_t owner(size_t layer) const { return owner_[layer]; }
+    // Layer i draws its own mask: masked and not sharing another layer's.
+    bool owns_mask(size_t layer) const { return layers_[layer].masked && owner_[layer] == layer; }
+    // n: prunable channels, the sum of OC over masked layers that own their mask (spec §2 "budget size").
     int64_t num_masked_channels() const { return n_; }
     // K_budget = rho * n, rho the channel KEEP ratio (the reference's misnamed --prune-rate).
     double budget(double rho) const { return rho * static_cast<double>(n_); }
@@ -66,7 +86,8 @@ public:
 
 private:
     std::vector<ScoredLayer> layers_;
-    std::vector<Tensor> s_;   // per layer; undefined when unmasked
+    std::vector<Tensor> s_;   // per layer; undefined when unmasked or sharing
+    std::vector<size_t> owner_;
     int64_t n_ = 0;
 };
 

@@ -58,8 +58,8 @@ models::ChannelPlan select_subnetwork(nn::Module& model, const sparse::ChannelSc
         const double cost = subnet.cost_ratio();   // of the one eval-mode forward above
         const double acc = train_accuracy(model, loader, batches);
         int64_t kept = 0;
-        for (const auto& layer : scores.layers())
-            if (layer.masked) kept += static_cast<int64_t>(plan.at(layer.name).size());
+        for (size_t l = 0; l < scores.layers().size(); ++l)   // the Bernoulli variables kept, as n counts them
+            if (scores.owns_mask(l)) kept += static_cast<int64_t>(plan.at(scores.layers()[l].name).size());
         std::printf("B candidate %lld/%lld: %lld/%lld channels kept, MACs %.3fx dense, train accuracy %.2f%% (%lld "
                     "batches)\n",
                     static_cast<long long>(c + 1), static_cast<long long>(candidates), static_cast<long long>(kept),

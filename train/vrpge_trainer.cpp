@@ -10,7 +10,8 @@ namespace razor::train {
 VrpgeTrainer::VrpgeTrainer(std::shared_ptr<nn::Module> m, const VrpgeTrainerOptions& o)
     : model(std::move(m)),
       prunable(models::channel_prunable(*model)),
-      scores(prunable.scored_layers(), o.s_init),
+      scores(o.stream_masks ? sparse::share_stream_masks(prunable.scored_layers()) : prunable.scored_layers(),
+             o.s_init),
       opt_s(scores.named_parameters(), o.adam),
       opt_w(model->named_parameters(), o.sgd),
       options(o.step),

@@ -32,6 +32,9 @@ struct VrpgeTrainerOptions {
     optim::SGDOptions sgd;               // on w (reference: lr 0.1, momentum 0.9, weight decay 5e-4)
     sparse::VrpgeStepOptions step;       // rho, clip, score norm, projection, variant, align
     int64_t resample_every = 1;          // N >= 1: the structure update and a fresh mask every N-th step (above)
+    // --stream-masks (deviation, labelled): one mask per residual stream, shared by every conv that writes it
+    // (sparse::share_stream_masks); false = the reference, one independent mask per conv.
+    bool stream_masks = false;
 };
 
 class VrpgeTrainer {

@@ -9,6 +9,7 @@
 
 using namespace razor;
 using namespace razor::sparse;
+using doctest::Contains;
 
 namespace {
 void set_values(const Tensor& t, const std::vector<float>& v) {
@@ -116,4 +117,78 @@ TEST_CASE("vrpge align_kept: kept counts rounded up to a multiple with the highe
     CHECK(m.kept[0].numel() == 1);   // the caller's masks are not modified
     CHECK(m.m[0].to_vector() == std::vector<float>{1, 0, 0, 0, 0, 0});
     CHECK_THROWS_AS(align_kept(scores, m, 0), Error);
+}
+
+TEST_CASE("vrpge shared masks: a sharing layer uses its owner's s and mask, owns no parameter, counts once in n") {
+    ScoredLayer a{"a", 4, true}, b{"b", 3, true}, c{"c", 4, true}, head{"head", 2, false};
+    c.shares = "a";
+    ChannelScores scores({a, b, c, head}, 0.5f);
+    CHECK(scores.num_masked_channels() == 7);   // a and b; c's channels are a's Bernoulli variables
+    REQUIRE(scores.named_parameters().size() == 2);
+    CHECK(scores.named_parameters()[1].first == "b.s");
+    CHECK(!scores.s(2).defined());
+    CHECK(scores.owner(2) == 0);
+    CHECK(scores.owner(1) == 1);
+    CHECK(scores.owns_mask(0));
+    CHECK(!scores.owns_mask(2));
+    CHECK(!scores.owns_mask(3));   // unmasked
+    set_values(scores.s(0), {0.f, 1.f, 0.5f, 0.5f});
+
+    // The same generator state gives the same masks with and without the sharing layer: it draws nothing.
+    ChannelScores alone({a, b, head}, 0.5f);
+    set_values(alone.s(0), {0.f, 1.f, 0.5f, 0.5f});
+    Generator g1(5), g2(5);
+    for (int rep = 0; rep < 10; ++rep) {
+        const ChannelMasks m = scores.sample(g1), ref = alone.sample(g2);
+        CHECK(m.kept[2].to_vector_i64() == m.kept[0].to_vector_i64());
+        CHECK(m.m[2].to_vector() == m.m[0].to_vector());
+        CHECK(m.kept[0].to_vector_i64() == ref.kept[0].to_vector_i64());
+        CHECK(m.kept[1].to_vector_i64() == ref.kept[1].to_vector_i64());
+        CHECK(m.kept[3].numel() == 2);
+    }
+    // align_kept gives the sharing layer its owner's aligned mask.
+    ChannelMasks m;
+    m.m = {Tensor::from_vector({4}, {0, 1, 0, 0}), Tensor::from_vector({3}, {1, 0, 0}),
+           Tensor::from_vector({4}, {0, 1, 0, 0}), Tensor::ones({2})};
+    for (const Tensor& t : m.m) m.kept.push_back(kept_indices(t));
+    const ChannelMasks al = align_kept(scores, m, 2);
+    CHECK(al.kept[0].numel() == 2);
+    CHECK(al.kept[2].to_vector_i64() == al.kept[0].to_vector_i64());
+}
+
+TEST_CASE("vrpge shared masks: bad sharing is refused naming both layers") {
+    ScoredLayer a{"a", 4, true}, b{"b", 4, true}, head{"head", 4, false};
+    ScoredLayer later = a, wide = b, self = b, of_head = b, chain = b, unmasked = head;
+    later.shares = "b";            // b comes later
+    CHECK_THROWS_WITH_AS(ChannelScores({later, b}), Contains("'a' shares the mask of 'b'"), Error);
+    wide.channels = 5, wide.shares = "a";
+    CHECK_THROWS_WITH_AS(ChannelScores({a, wide}), Contains("5 channels"), Error);
+    self.shares = "b";
+    CHECK_THROWS_AS(ChannelScores({a, self}), Error);
+    of_head.shares = "head";
+    CHECK_THROWS_AS(ChannelScores({head, of_head}), Error);
+    b.shares = "a", chain.name = "c", chain.shares = "b";   // share the owner, not another sharer
+    CHECK_THROWS_AS(ChannelScores({a, b, chain}), Error);
+    unmasked.name = "u", unmasked.shares = "a";
+    CHECK_THROWS_AS(ChannelScores({a, unmasked}), Error);
+}
+
+TEST_CASE("vrpge shared masks: share_stream_masks ties each stream's writers to its first; no stream throws") {
+    std::vector<ScoredLayer> layers = {{"conv1", 4, true, {}, "layer1"},
+                                       {"layer1.0.conv1", 2, true},
+                                       {"layer1.0.conv2", 4, true, {}, "layer1"},
+                                       {"layer2.0.conv1", 3, true},
+                                       {"layer2.0.conv2", 8, true, {}, "layer2"},
+                                       {"layer2.0.shortcut.0", 8, true, {}, "layer2"},
+                                       {"linear", 10, false}};
+    const auto tied = share_stream_masks(layers);
+    CHECK(tied[0].shares.empty());
+    CHECK(tied[1].shares.empty());
+    CHECK(tied[2].shares == "conv1");
+    CHECK(tied[4].shares.empty());
+    CHECK(tied[5].shares == "layer2.0.conv2");
+    CHECK(tied[6].shares.empty());
+    CHECK(ChannelScores(tied).num_masked_channels() == 4 + 2 + 3 + 8);
+    CHECK_THROWS_WITH_AS(share_stream_masks({{"features.0", 4, true}, {"classifier", 10, false}}),
+                         Contains("VGGs have no residual stream"), Error);
 }
