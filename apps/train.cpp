@@ -106,8 +106,21 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
     // ---- model, optimizer, schedule ----
     Generator gen(static_cast<uint64_t>(c.run.seed));
     manual_seed(static_cast<uint64_t>(c.run.seed));
-    auto model = models::make_model(c.model, data.train.num_classes, gen,
-                                    {.in_channels = image[0], .image_size = image[1], .depth = depth});
+    std::vector<int64_t> widths;   // --widths: a narrower ResNet or VGG (razor train only)
+    for (double w : c.widths.empty() ? std::vector<double>{} : train::parse_number_list(cmd, "widths", c.widths)) {
+        if (w < 1 || w != static_cast<double>(static_cast<int64_t>(w)))
+            throw Error(fmt(cmd, ": --widths expected whole numbers >= 1, got ", w, " in '", c.widths,
+                            "'; hint: copy the 'widths' metadata of a razor sparse-train subnet (razor info --checkpoint)"));
+        widths.push_back(static_cast<int64_t>(w));
+    }
+    std::shared_ptr<nn::Module> model;
+    try {
+        model = models::make_model(c.model, data.train.num_classes, gen,
+                                   {.in_channels = image[0], .image_size = image[1], .depth = depth, .widths = widths});
+    } catch (const Error& e) {
+        if (widths.empty()) throw;
+        throw Error(fmt(cmd, ": --widths ", c.widths, " does not describe a ", c.model, ": ", e.what()));
+    }
     if (finetune && !start.resuming)
         std::printf("%s", pretrained_lines(c.from, load_pretrained(cmd, c.from, *model, pretrained),
                                            data.train.num_classes).c_str());
@@ -173,6 +186,7 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
     auto meta = train::model_metadata(c.model, c.data.dataset, data);
     if (finetune) meta["finetuned_from"] = c.from;
     if (depth > 0) meta["depth"] = fmt(depth);
+    if (!widths.empty()) meta["widths"] = c.widths;   // razor eval, predict and --resume rebuild the same widths
 
     // ---- outputs: the log keeps the epochs the checkpoint holds; the curves go next to it ----
     const fs::path log_dir = fs::path(c.log).parent_path();

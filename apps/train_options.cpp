@@ -63,6 +63,11 @@ FlagTable<TrainOptions> make_table(bool finetune) {
         .family(razor_flag_family(), &O::razor);
     t.set_default("out", finetune ? "runs/finetune" : "runs/train")
         .set_help("out", "run folder: last/, best/ checkpoints, log.jsonl, curves.svg");
+    if (!finetune)
+        t.text("widths", "", "CIFAR ResNets and VGGs: train a narrower network from scratch with these conv "
+               "out-channels, comma-separated (ResNet: stem, then each block's conv1, conv2 [, shortcut conv]; "
+               "VGG: its convs), e.g. a razor sparse-train subnet's 'widths' metadata (default: the zoo's)",
+               &O::widths);
     if (finetune) {
         t.set_default("lr", "0.01").set_default("sched", "cosine");
         t.set_help("razor-bn", "Back Razor: train-mode BatchNorm inputs kept dense (fp32, exact BN backward) | f16 "

@@ -38,6 +38,7 @@ struct TrainOptions {
     std::string command;   // "razor train" or "razor finetune": prefixes every message
     bool finetune = false;
     std::string model, from, log;
+    std::string widths;   // razor train --widths: a ResNet's or VGG's out-channels per masked layer (empty = the zoo's)
     int64_t epochs = 30, batch = 128;
     double label_smoothing = 0, clip = 0;
     bool freeze_bn = false;
