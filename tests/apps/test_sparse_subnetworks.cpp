@@ -1,6 +1,10 @@
-// tests/apps/test_sparse_stream_masks.cpp -- --stream-masks through the CLI: razor sparse-train labels it, trains,
-// exports a subnetwork whose stages are the stream masks, and refuses to resume with a different setting; razor
-// bench --keep --stream-masks says so in its JSON; both refuse it for a VGG (no residual stream).
+// tests/apps/test_sparse_subnetworks.cpp -- VR-PGE subnetworks through the CLI.
+// --stream-masks: razor sparse-train labels it, trains, exports a subnetwork whose stages are the stream masks, and
+// refuses to resume with a different setting; razor bench --keep --stream-masks says so in its JSON; both refuse it
+// for a VGG (no residual stream).
+// razor train --widths: a narrower CIFAR ResNet trained from scratch (the control a VR-PGE subnetwork is compared
+// against: the same architecture, dense training); the widths are recorded in the checkpoint's metadata, so razor
+// eval rebuilds the network from the run folder alone; widths that do not describe the model are refused.
 #include <doctest/doctest.h>
 
 #include "apps/apps_support.h"
@@ -47,4 +51,31 @@ TEST_CASE("razor bench --keep --stream-masks: the JSON says so; without --keep i
     CHECK(j["flops_ratio"].get<double>() < 0.4);
     CHECK_THROWS_WITH_AS(test::run_command(apps::run_bench, {"--stream-masks"}), Contains("hint: pass --keep K"),
                          Error);
+}
+
+TEST_CASE("razor train --widths: a narrower ResNet from scratch; eval from the run folder; bad widths refused" *
+          doctest::test_suite("cli-run")) {
+    test::TempDir tmp("train_widths");
+    const std::string d = tmp / "cifar";
+    test::write_fake_cifar10(d, 8, 20);
+    // resnet20: the stem, then 9 blocks x (conv1, conv2); option A keeps each stage's stream width
+    const std::string widths = "16,8,16,4,16,12,16,20,32,16,32,8,32,40,64,32,64,16,64";
+    const std::string out = tmp / "run";
+    test::run_ok(apps::run_train, {"--model", "resnet20", "--widths", widths, "--data", d, "--out", out, "--epochs",
+                                   "1", "--batch", "8", "--steps-per-epoch", "2", "--threads", "1", "--workers", "1"});
+    const train::Checkpoint ck = train::load_checkpoint(out);
+    CHECK(ck.model_metadata.at("widths") == widths);
+    CHECK(ck.model.at("layer1.0.conv1.weight").shape() == Shape{8, 16, 3, 3});
+    CHECK(ck.model.at("layer3.2.conv1.weight").shape() == Shape{16, 64, 3, 3});
+    const std::string e = test::capture_stdout([&] {
+        test::run_command(apps::run_eval, {"--checkpoint", out, "--data", d, "--threads", "1", "--json"});
+    });
+    CHECK(json::parse(e)["images"].get<int64_t>() == 20);
+
+    CHECK_THROWS_WITH_AS(test::run_command(apps::run_train, {"--model", "resnet20", "--widths", "16,8", "--data", d,
+                                                             "--out", tmp / "bad"}),
+                         Contains("--widths 16,8 does not describe a resnet20"), Error);
+    CHECK_THROWS_WITH_AS(test::run_command(apps::run_train, {"--model", "resnet20", "--widths", "16,0.5", "--data", d,
+                                                             "--out", tmp / "bad"}),
+                         Contains("--widths expected whole numbers >= 1"), Error);
 }
