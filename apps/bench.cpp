@@ -49,7 +49,7 @@ struct BenchOptions {
     int64_t batch = 128, steps = 10, warmup = 2, threads = 0, seed = 0;
     int64_t align = 0, resample_every = 1;
     double keep = 0;
-    bool one_backward = false, json = false, freeze_bn = false, stream_masks = false;
+    bool one_backward = false, json = false, freeze_bn = false, stream_masks = false, step_in_backward = false;
     std::string from;
     RazorFlags razor;
 };
@@ -82,6 +82,8 @@ const FlagTable<BenchOptions>& bench_flags() {
                   ".safetensors file; the head re-initialised for --classes), as razor finetune --from does", &O::from)
             .boolean("freeze-bn", "BatchNorm layers in eval mode, weight and bias not trained (as razor finetune "
                      "--freeze-bn)", &O::freeze_bn)
+            .boolean("step-in-backward", "the optimizer updates each parameter inside backward and frees its "
+                     "gradient (as razor train --step-in-backward)", &O::step_in_backward)
             .boolean("json", "print one JSON line (for scripts) instead of the table", &O::json);
     return table;
 }
@@ -92,7 +94,8 @@ const FlagTable<BenchOptions>& bench_flags() {
 //   transient        the rest of the tensor peak: forward outputs not yet consumed, gradients in flight, backward's
 //                    unpacked copies and workspaces. Gradients are dropped at each step's start (zero_grad sets them
 //                    to none), so at the tensor peak some are not alive yet: model_state counts them all, and
-//                    transient is low by as much, at most the parameter bytes
+//                    transient is low by as much, at most the parameter bytes. With --step-in-backward no gradient
+//                    outlives backward: model_state holds none, and those alive at the peak are transient
 //   allocator_cache  what the caching allocator holds from the OS beyond the tensor peak: cached free blocks and the
 //                    rounding of blocks up to their size class (core/allocator.h). os_bytes changes only when a block
 //                    comes from or goes back to the OS; with none in the timed steps (timed_os_allocations 0, and
@@ -161,6 +164,9 @@ int bench(const BenchOptions& o) {
                         "--keep K (the dense step has no subnetwork to resample)"));
     if (o.stream_masks && keep == 0)
         throw Error("razor bench: --stream-masks shapes VR-PGE's masks; hint: pass --keep K as well");
+    if (keep > 0 && o.step_in_backward)
+        throw Error("razor bench: --step-in-backward changes the dense step; VR-PGE (--keep) steps its own optimizers; "
+                    "hint: pass one of them");
     if (keep > 0 && o.freeze_bn)
         throw Error(fmt("razor bench: --keep ", keep, " samples BatchNorm channels, which --freeze-bn freezes; hint: "
                         "pass one of them"));
@@ -179,7 +185,8 @@ int bench(const BenchOptions& o) {
         vrpge = std::make_unique<train::VrpgeTrainer>(model, v);
         step = std::make_unique<train::VrpgeStep>(*vrpge, gen);
     } else {
-        step = std::make_unique<train::DenseStep>(*model, opt, nullptr, train::DenseStepOptions{});
+        step = std::make_unique<train::DenseStep>(*model, opt, nullptr,
+                                                  train::DenseStepOptions{.step_in_backward = o.step_in_backward});
     }
     double flops_ratio = 0;
     data::Batch b;
@@ -236,6 +243,7 @@ int bench(const BenchOptions& o) {
                               {"params", model->num_parameters()},
                               {"from", o.from},
                               {"freeze_bn", o.freeze_bn},
+                              {"step_in_backward", o.step_in_backward},
                               {"saved_bytes", tape.stored_bytes},
                               {"saved_dense_bytes", tape.dense_bytes},
                               {"peak_tensor_bytes", memory_stats().peak_bytes},

@@ -133,12 +133,12 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
     std::printf("model  %s: %lld parameters (%s)\n", c.model.c_str(), static_cast<long long>(model->num_parameters()),
                 format_bytes(model->num_parameters() * 4).c_str());
     std::printf("train  %s lr %g momentum %g%s wd %g | %s (warm-up %g epoch%s) | %lld epoch%s x %lld steps of %lld | "
-                "augment %s | label smoothing %g | clip %g | seed %lld\n",
+                "augment %s | label smoothing %g | clip %g%s | seed %lld\n",
                 o.opt.c_str(), o.lr, o.momentum, o.nesterov ? " nesterov" : "", o.wd, c.schedule.sched.c_str(),
                 c.warmup_epochs, c.warmup_epochs == 1 ? "" : "s", static_cast<long long>(c.epochs),
                 c.epochs == 1 ? "" : "s", static_cast<long long>(spe),
                 static_cast<long long>(c.batch), data::augment_name(augment_of(c.data)).c_str(), c.label_smoothing, c.clip,
-                static_cast<long long>(c.run.seed));
+                c.step_in_backward ? " | step in backward" : "", static_cast<long long>(c.run.seed));
 
     train::FitOptions fo{.command = cmd, .epochs = c.epochs, .steps_per_epoch = spe, .batch = c.batch,
                          .skip_nonfinite = c.run.skip_nonfinite,
@@ -215,7 +215,7 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
 
     // ---- the loop ----
     train::DenseStep step(*model, *opt, sched.get(), {.label_smoothing = static_cast<float>(c.label_smoothing),
-                                                      .clip = c.clip});
+                                                      .clip = c.clip, .step_in_backward = c.step_in_backward});
     train::FitHooks hooks;
     hooks.begin_epoch = [&](int64_t) {
         if (c.freeze_bn) freeze_batchnorm(*model);   // evaluate() switched the whole model back to train()

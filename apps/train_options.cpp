@@ -58,6 +58,9 @@ FlagTable<TrainOptions> make_table(bool finetune) {
         .family(schedule_flag_family(), &O::schedule)
         .real("label-smoothing", "0", "cross-entropy label smoothing in [0, 1)", &O::label_smoothing)
         .real("clip", "0", "clip the gradient norm to this value (0 = off)", &O::clip)
+        .boolean("step-in-backward", "update each parameter inside backward as soon as its gradient is complete and "
+                 "free that gradient: the same updates without holding every gradient at once (a model's size less "
+                 "peak memory); not with --clip or --skip-nonfinite", &O::step_in_backward)
         .family(run_flag_family(), &O::run)
         .text("log", "", "JSONL log (default OUT/log.jsonl); the SVG plot goes next to it", &O::log, true)
         .family(razor_flag_family(), &O::razor);
@@ -128,6 +131,12 @@ TrainOptions read_train_options(const Args& args, bool finetune) {
     require(cmd, c.label_smoothing >= 0 && c.label_smoothing < 1, "label-smoothing", c.label_smoothing, "in [0, 1)");
     require(cmd, c.clip >= 0, "clip", c.clip, ">= 0 (0 = off)");
     require(cmd, c.head_lr_mult > 0, "head-lr-mult", c.head_lr_mult, "> 0");
+    if (c.step_in_backward && c.clip > 0)
+        throw Error(fmt(cmd, ": --step-in-backward updates each parameter before the norm over all gradients is "
+                        "known, so it cannot --clip ", c.clip, "; hint: drop one of them"));
+    if (c.step_in_backward && c.run.skip_nonfinite)
+        throw Error(fmt(cmd, ": --step-in-backward has updated parameters before a non-finite gradient is seen, so "
+                        "that step cannot be skipped (--skip-nonfinite); hint: drop one of them"));
     check_run_flags(cmd, c.run);
     require(cmd, s.step_size >= 1, "step-size", s.step_size, ">= 1");
     require(cmd, c.warmup_epochs >= 0 && c.warmup_epochs < c.epochs, "warmup-epochs", c.warmup_epochs,

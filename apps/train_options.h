@@ -41,6 +41,7 @@ struct TrainOptions {
     std::string widths;   // razor train --widths: a ResNet's or VGG's out-channels per masked layer (empty = the zoo's)
     int64_t epochs = 30, batch = 128;
     double label_smoothing = 0, clip = 0;
+    bool step_in_backward = false;   // train/steps.h DenseStepOptions::step_in_backward
     bool freeze_bn = false;
     // razor finetune: apps/freeze.h (patterns, comma-separated) and apps/param_groups.h. razor train: none frozen,
     // one group, every parameter decayed (wd_all), as its CIFAR recipes were measured.

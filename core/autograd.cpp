@@ -100,13 +100,23 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
             leaf_tensor.set_grad(owned_copy(g));
     };
 
+    // A leaf's post-accumulate-grad hooks run when its last gradient of this backward has been added (a copy of
+    // the list: a hook may remove itself).
+    auto run_hooks = [](const std::shared_ptr<TensorImpl>& leaf) {
+        const std::vector<TensorImpl::GradHook> hooks = leaf->post_accumulate_grad_hooks;
+        const Tensor leaf_tensor(leaf);
+        for (const auto& hook : hooks) hook.fn(leaf_tensor);
+    };
+
     if (!root.grad_fn()) {   // a leaf: d(root)/d(root) = seed
         accumulate_leaf(root.impl(), seed);
+        if (!root.impl()->post_accumulate_grad_hooks.empty()) run_hooks(root.impl());
         return;
     }
 
-    // 1. Dependency counts over the reachable graph.
+    // 1. Dependency counts over the reachable graph, and for each leaf with hooks the number of edges into it.
     std::unordered_map<Node*, int> dependencies;
+    std::unordered_map<TensorImpl*, int> hooked_leaf_edges;
     {
         std::vector<Node*> stack{root.grad_fn().get()};
         dependencies[root.grad_fn().get()] = 0;
@@ -114,6 +124,7 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
             Node* node = stack.back();
             stack.pop_back();
             for (const auto& edge : node->edges()) {
+                if (edge.leaf && !edge.leaf->post_accumulate_grad_hooks.empty()) ++hooked_leaf_edges[edge.leaf.get()];
                 if (!edge.node) continue;
                 auto [it, inserted] = dependencies.try_emplace(edge.node.get(), 0);
                 ++it->second;
@@ -158,6 +169,8 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
                                 "; hint: this is a bug in the op's backward")); 
             if (edge.leaf) {
                 accumulate_leaf(edge.leaf, g);
+                if (auto it = hooked_leaf_edges.find(edge.leaf.get()); it != hooked_leaf_edges.end() && --it->second == 0)
+                    run_hooks(edge.leaf);
                 continue;
             }
             Node* next = edge.node.get();

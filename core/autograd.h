@@ -15,6 +15,8 @@
 //     through the same graph is then an error that says so.
 //   * Backward runs with grad mode off: gradients have no history (no double backward).
 //   * Writing in place into a tensor some node saved makes that node's backward throw, naming the op.
+//   * A leaf's post-accumulate-grad hooks (Tensor::register_post_accumulate_grad_hook) run once per backward,
+//     right after its last gradient of that backward was added, while the walk goes on to earlier nodes.
 #pragma once
 
 #include <memory>

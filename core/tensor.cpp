@@ -355,6 +355,22 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
     run_backward(*this, gradient, retain_graph);
 }
 
+uint64_t Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const {
+    TensorImpl& t = checked(impl_);
+    if (!t.requires_grad || t.grad_fn)
+        throw Error(fmt("register_post_accumulate_grad_hook: '", t.name.empty() ? "the tensor" : t.name,
+                        "' is ", t.grad_fn ? "not a leaf" : "a leaf that does not require grad",
+                        "; hint: register it on a parameter (a leaf with requires_grad_())"));
+    const uint64_t id = t.next_hook_id++;
+    t.post_accumulate_grad_hooks.push_back({id, std::move(hook)});
+    return id;
+}
+
+void Tensor::remove_post_accumulate_grad_hook(uint64_t id) const {
+    auto& hooks = checked(impl_).post_accumulate_grad_hooks;
+    std::erase_if(hooks, [id](const TensorImpl::GradHook& h) { return h.id == id; });
+}
+
 const std::string& Tensor::name() const { return checked(impl_).name; }
 Tensor& Tensor::set_name(std::string name) {
     checked(impl_).name = std::move(name);

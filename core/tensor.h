@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -118,6 +119,12 @@ public:
     // Reverse-mode from this tensor. Without `gradient` the tensor must hold one element (the loss).
     // retain_graph=false frees every node's saved state right after its backward.
     void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+    // PyTorch's register_post_accumulate_grad_hook, on a leaf that requires grad: `hook(leaf)` runs once per
+    // backward, after the last gradient this backward sends the leaf has been added to leaf.grad(). The hook may
+    // read, use and drop the gradient (zero_grad()): an optimizer steps there to free each gradient as soon as it
+    // is complete (optim/step_in_backward.h). Returns an id for remove_post_accumulate_grad_hook.
+    uint64_t register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const;
+    void remove_post_accumulate_grad_hook(uint64_t id) const;   // an unknown id is ignored
 
     // Optional name (parameters get their state_dict key); used in error messages.
     const std::string& name() const;
@@ -140,6 +147,12 @@ struct TensorImpl {
     std::shared_ptr<TensorImpl> grad;
     std::shared_ptr<Node> grad_fn;
     std::string name;
+    struct GradHook {
+        uint64_t id;
+        std::function<void(const Tensor&)> fn;
+    };
+    std::vector<GradHook> post_accumulate_grad_hooks;   // leaves only (Tensor::register_post_accumulate_grad_hook)
+    uint64_t next_hook_id = 0;
 };
 
 template <class T>

@@ -89,56 +89,45 @@ void adam_kernel(bool amsgrad, float* p, const float* g, float* m, float* v, flo
 }  // namespace
 
 template <class Options>
-void AdamBase<Options>::step() {
-    NoGradGuard no_grad;
-    this->check_grads();
+void AdamBase<Options>::update(size_t group, const std::string& name, const Tensor& p, const Tensor& g) {
+    const Options& o = this->groups_[group].options;
     const bool decoupled = decoupled_weight_decay();
-    for (const auto& group : this->groups_) {
-        const Options& o = group.options;
-        AdamScalars s{};
-        s.beta1 = static_cast<float>(o.betas[0]);
-        s.beta2 = static_cast<float>(o.betas[1]);
-        s.one_minus_beta1 = static_cast<float>(1 - o.betas[0]);
-        s.one_minus_beta2 = static_cast<float>(1 - o.betas[1]);
-        s.weight_decay = static_cast<float>(o.weight_decay);
-        s.eps = static_cast<float>(o.eps);
-        s.shrink = static_cast<float>(1 - o.lr * o.weight_decay);
-        const bool l2 = !decoupled && o.weight_decay != 0;   // PyTorch skips the add when weight_decay is 0
-        for (const auto& entry : group.params) {
-            // Not a structured binding: the lambda below captures these, which clang before 16 refuses.
-            const std::string& name = entry.first;
-            const Tensor& p = entry.second;
-            Tensor g = this->grad_of(name, p);
-            if (!g.defined()) continue;
-            bool fresh = false;
-            int64_t& t = this->state(name, "step", {}, DType::I64, &fresh).i64()[0];
-            // All slots are created with the step count; a step count without them is a broken checkpoint.
-            auto slot = [&](const char* slot_name) -> float* {
-                bool created = false;
-                Tensor& st = this->state(name, slot_name, p.shape(), DType::F32, &created);
-                if (created && !fresh)
-                    throw Error(fmt(this->type_name(), ".step: parameter '", name, "' has a step count but no '",
-                                    slot_name, "' state; hint: the loaded checkpoint is incomplete, or amsgrad was "
-                                    "switched on after training started"));
-                return st.f32();
-            };
-            float* m = slot("exp_avg");         // (p's shape)
-            float* v = slot("exp_avg_sq");      // (p's shape)
-            float* v_max = o.amsgrad ? slot("max_exp_avg_sq") : nullptr;
-            t += 1;
-            // Bias corrections in double from this parameter's own step, as PyTorch computes them in Python.
-            const double step = static_cast<double>(t);
-            s.neg_step_size = static_cast<float>(-(o.lr / (1 - std::pow(o.betas[0], step))));
-            s.bias_correction2_sqrt = static_cast<float>(std::sqrt(1 - std::pow(o.betas[1], step)));
-            float* pp = p.f32();
-            const float* pg = g.f32();
-            const int64_t n = p.numel();
-            if (decoupled) adam_kernel<true, false>(o.amsgrad, pp, pg, m, v, v_max, n, s);
-            else if (l2) adam_kernel<false, true>(o.amsgrad, pp, pg, m, v, v_max, n, s);
-            else adam_kernel<false, false>(o.amsgrad, pp, pg, m, v, v_max, n, s);
-            p.bump_version();
-        }
-    }
+    AdamScalars s{};
+    s.beta1 = static_cast<float>(o.betas[0]);
+    s.beta2 = static_cast<float>(o.betas[1]);
+    s.one_minus_beta1 = static_cast<float>(1 - o.betas[0]);
+    s.one_minus_beta2 = static_cast<float>(1 - o.betas[1]);
+    s.weight_decay = static_cast<float>(o.weight_decay);
+    s.eps = static_cast<float>(o.eps);
+    s.shrink = static_cast<float>(1 - o.lr * o.weight_decay);
+    const bool l2 = !decoupled && o.weight_decay != 0;   // PyTorch skips the add when weight_decay is 0
+    bool fresh = false;
+    int64_t& t = this->state(name, "step", {}, DType::I64, &fresh).i64()[0];
+    // All slots are created with the step count; a step count without them is a broken checkpoint.
+    auto slot = [&](const char* slot_name) -> float* {
+        bool created = false;
+        Tensor& st = this->state(name, slot_name, p.shape(), DType::F32, &created);
+        if (created && !fresh)
+            throw Error(fmt(this->type_name(), ".step: parameter '", name, "' has a step count but no '", slot_name,
+                            "' state; hint: the loaded checkpoint is incomplete, or amsgrad was switched on after "
+                            "training started"));
+        return st.f32();
+    };
+    float* m = slot("exp_avg");         // (p's shape)
+    float* v = slot("exp_avg_sq");      // (p's shape)
+    float* v_max = o.amsgrad ? slot("max_exp_avg_sq") : nullptr;
+    t += 1;
+    // Bias corrections in double from this parameter's own step, as PyTorch computes them in Python.
+    const double step = static_cast<double>(t);
+    s.neg_step_size = static_cast<float>(-(o.lr / (1 - std::pow(o.betas[0], step))));
+    s.bias_correction2_sqrt = static_cast<float>(std::sqrt(1 - std::pow(o.betas[1], step)));
+    float* pp = p.f32();
+    const float* pg = g.f32();
+    const int64_t n = p.numel();
+    if (decoupled) adam_kernel<true, false>(o.amsgrad, pp, pg, m, v, v_max, n, s);
+    else if (l2) adam_kernel<false, true>(o.amsgrad, pp, pg, m, v, v_max, n, s);
+    else adam_kernel<false, false>(o.amsgrad, pp, pg, m, v, v_max, n, s);
+    p.bump_version();
 }
 
 template class AdamBase<AdamOptions>;

@@ -55,10 +55,10 @@ struct AdamWOptions {
 template <class Options>
 class AdamBase : public GroupedOptimizer<Options> {
 public:
-    void step() override;
     const char* momentum_option() const override { return "beta1"; }
 
 protected:
+    void update(size_t group, const std::string& name, const Tensor& p, const Tensor& grad) override;
     virtual bool decoupled_weight_decay() const = 0;
     void check_options(const Options& o) const override;
     std::vector<std::string> state_slots() const override { return {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"}; }

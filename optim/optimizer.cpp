@@ -21,6 +21,24 @@ double unpack_f64(const Tensor& t, const std::string& key) {
     return std::bit_cast<double>(t.contiguous().i64()[0]);
 }
 
+void Optimizer::step() {
+    NoGradGuard no_grad;
+    check_grads();
+    for (size_t g = 0; g < num_groups(); ++g)
+        for (const auto& [name, p] : group_params(g))
+            if (Tensor grad = grad_of(name, p); grad.defined()) update(g, name, p, grad);
+}
+
+void Optimizer::step_parameter(size_t group, size_t index) {
+    const NamedParameters& params = group_params(group);
+    if (index >= params.size())
+        throw Error(fmt(type_name(), ".step_parameter: group ", group, " has ", params.size(),
+                        " parameters, got index ", index));
+    NoGradGuard no_grad;
+    const auto& [name, p] = params[index];
+    if (Tensor grad = grad_of(name, p); grad.defined()) update(group, name, p, grad);
+}
+
 void Optimizer::zero_grad() {
     for (size_t g = 0; g < num_groups(); ++g)
         for (auto& [name, p] : group_params(g)) p.zero_grad();

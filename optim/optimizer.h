@@ -45,7 +45,12 @@ public:
     Optimizer(const Optimizer&) = delete;
     Optimizer& operator=(const Optimizer&) = delete;
 
-    virtual void step() = 0;
+    // Updates every parameter that has a gradient (grad mode off). A gradient of the wrong shape or dtype throws
+    // before any parameter is updated.
+    void step();
+    // The same update for one parameter, `index` of group_params(group), if it has a gradient: what step() does for
+    // each, and what optim::StepInBackward runs as soon as backward has completed that parameter's gradient.
+    void step_parameter(size_t group, size_t index);
     void zero_grad();                      // drops gradients (set_to_none=True, as PyTorch 2 defaults to)
     virtual const char* type_name() const = 0;
 
@@ -83,6 +88,8 @@ public:
 protected:
     Optimizer() = default;
 
+    // One parameter's update from its gradient `grad` (contiguous, p's shape, f32), with group `group`'s options.
+    virtual void update(size_t group, const std::string& name, const Tensor& p, const Tensor& grad) = 0;
     // The state slots this optimizer may keep per parameter (validates load_state_dict).
     virtual std::vector<std::string> state_slots() const = 0;
     // Replaces group options (all groups; fields not in the map keep their value).

@@ -21,36 +21,28 @@ void SGD::check_options(const SGDOptions& o) const {
                         o.weight_decay));
 }
 
-void SGD::step() {
-    NoGradGuard no_grad;
-    check_grads();
-    for (const Group& group : groups_) {
-        const SGDOptions& o = group.options;
-        // PyTorch multiplies f32 tensors by the options rounded to f32; 1 - dampening is formed in double first.
-        const float neg_lr = static_cast<float>(-o.lr), wd = static_cast<float>(o.weight_decay),
-                    mom = static_cast<float>(o.momentum), keep = static_cast<float>(1 - o.dampening);
-        const bool nesterov = o.nesterov, decay = o.weight_decay != 0;
-        for (const auto& [name, p] : group.params) {
-            Tensor g = grad_of(name, p);
-            if (!g.defined()) continue;
-            float* pp = p.f32();
-            const float* pg = g.f32();
-            const int64_t n = p.numel();
-            float* buf = nullptr;
-            bool first = false;
-            if (o.momentum != 0) buf = state(name, "momentum_buffer", p.shape(), DType::F32, &first).f32();
+void SGD::update(size_t group, const std::string& name, const Tensor& p, const Tensor& grad) {
+    const SGDOptions& o = groups_[group].options;
+    // PyTorch multiplies f32 tensors by the options rounded to f32; 1 - dampening is formed in double first.
+    const float neg_lr = static_cast<float>(-o.lr), wd = static_cast<float>(o.weight_decay),
+                mom = static_cast<float>(o.momentum), keep = static_cast<float>(1 - o.dampening);
+    const bool nesterov = o.nesterov, decay = o.weight_decay != 0;
+    float* pp = p.f32();
+    const float* pg = grad.f32();
+    const int64_t n = p.numel();
+    float* buf = nullptr;
+    bool first = false;
+    if (o.momentum != 0) buf = state(name, "momentum_buffer", p.shape(), DType::F32, &first).f32();
 #pragma omp parallel for simd schedule(static) if (n > (1 << 16))
-            for (int64_t i = 0; i < n; ++i) {
-                float d = decay ? madd(pp[i], wd, pg[i]) : pg[i];          // g.add(p, alpha=weight_decay)
-                if (buf) {
-                    buf[i] = first ? d : madd(d, keep, buf[i] * mom);      // buf.mul_(m).add_(d, alpha=1-damp)
-                    d = nesterov ? madd(buf[i], mom, d) : buf[i];          // d.add(buf, alpha=momentum)
-                }
-                pp[i] = madd(d, neg_lr, pp[i]);                            // p.add_(d, alpha=-lr)
-            }
-            p.bump_version();
+    for (int64_t i = 0; i < n; ++i) {
+        float d = decay ? madd(pp[i], wd, pg[i]) : pg[i];          // g.add(p, alpha=weight_decay)
+        if (buf) {
+            buf[i] = first ? d : madd(d, keep, buf[i] * mom);      // buf.mul_(m).add_(d, alpha=1-damp)
+            d = nesterov ? madd(buf[i], mom, d) : buf[i];          // d.add(buf, alpha=momentum)
         }
+        pp[i] = madd(d, neg_lr, pp[i]);                            // p.add_(d, alpha=-lr)
     }
+    p.bump_version();
 }
 
 }  // namespace razor::optim

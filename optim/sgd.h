@@ -32,11 +32,11 @@ class SGD : public GroupedOptimizer<SGDOptions> {
 public:
     SGD(NamedParameters params, SGDOptions options);   // one group
     explicit SGD(std::vector<ParamGroup<SGDOptions>> groups);
-    void step() override;
     const char* type_name() const override { return "SGD"; }
     const char* momentum_option() const override { return "momentum"; }
 
 protected:
+    void update(size_t group, const std::string& name, const Tensor& p, const Tensor& grad) override;
     void check_options(const SGDOptions& o) const override;
     std::vector<std::string> state_slots() const override { return {"momentum_buffer"}; }
     std::vector<const char*> reserved_slots(size_t group) const override {

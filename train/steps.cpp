@@ -6,11 +6,17 @@
 #include "core/anomaly.h"
 #include "core/core.h"
 #include "optim/clip_grad.h"
+#include "optim/step_in_backward.h"
 
 namespace razor::train {
 
 DenseStep::DenseStep(nn::Module& model, optim::Optimizer& opt, optim::LRScheduler* sched, DenseStepOptions options)
-    : model_(model), opt_(opt), sched_(sched), options_(options) {}
+    : model_(model), opt_(opt), sched_(sched), options_(options) {
+    if (options_.step_in_backward && options_.clip > 0)
+        throw Error(fmt("the step in backward updates each parameter before the gradient norm over all of them is "
+                        "known, so it cannot clip (clip ", options_.clip, "); hint: drop --clip-grad or "
+                        "--step-in-backward"));
+}
 
 StepResult DenseStep::run(const data::Batch& b) {
     StepResult r;
@@ -23,6 +29,15 @@ StepResult DenseStep::run(const data::Batch& b) {
         r.fault = fmt("the loss became ", value);
         return r;
     }
+    if (options_.step_in_backward) {
+        optim::StepInBackward fused(opt_);
+        loss.backward();
+        if (!fused.nonfinite().empty())
+            r.fault = fmt("the gradient of '", fused.nonfinite(), "' became non-finite; the step in backward had "
+                          "already updated ", fused.updated(), " parameters (rerun without --step-in-backward to "
+                          "have the op that produced it named)");
+        return r;
+    }
     loss.backward();
     if (options_.clip > 0) {
         const double norm = optim::clip_grad_norm_(opt_.params(), options_.clip);
@@ -33,7 +48,9 @@ StepResult DenseStep::run(const data::Batch& b) {
     return r;
 }
 
-void DenseStep::update() { opt_.step(); }
+void DenseStep::update() {
+    if (!options_.step_in_backward) opt_.step();
+}
 
 void DenseStep::advance() {
     if (sched_) sched_->step();

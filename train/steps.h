@@ -17,11 +17,15 @@ namespace razor::train {
 struct DenseStepOptions {
     float label_smoothing = 0;   // cross-entropy label smoothing in [0, 1)
     double clip = 0;             // gradient-norm clip over the optimizer's parameters (0 = off)
+    // --step-in-backward: each parameter is updated (and its gradient freed) inside backward as soon as its gradient
+    // is complete (optim/step_in_backward.h). The same updates; not with clip, and the step cannot be skipped.
+    bool step_in_backward = false;
 };
 
 // zero_grad, forward, loss, backward, [clip] in run(); the optimizer step in update(); the scheduler (optional) in
 // advance(). A non-finite loss, clipped gradient norm or (without clip) gradient is reported as the step's fault,
-// before the optimizer saw it.
+// before the optimizer saw it. With step_in_backward the optimizer steps inside run()'s backward and update() does
+// nothing; a non-finite gradient is the fault of a step that already updated the parameters before it.
 class DenseStep : public Step {
 public:
     DenseStep(nn::Module& model, optim::Optimizer& opt, optim::LRScheduler* sched, DenseStepOptions options);
@@ -30,6 +34,7 @@ public:
     void advance() override;
     double lr() const override;
     void rerun(const data::Batch& batch) override;
+    bool can_skip() const override { return !options_.step_in_backward; }
 
 private:
     nn::Module& model_;

@@ -161,6 +161,26 @@ TEST_CASE("razor train: a non-finite step names the op; --skip-nonfinite skips a
           std::string::npos);
 }
 
+TEST_CASE("razor train --step-in-backward: the same weights as the plain step; --clip and --skip-nonfinite are "
+          "refused") {
+    test::TempDir tmp("step_in_backward");
+    const std::string d = tmp / "cifar";
+    test::write_fake_cifar10(d, 4, 10);
+    const std::vector<std::string> flags = {"--model", "lenet5", "--data", d, "--batch", "10", "--epochs", "1",
+                                            "--threads", "1", "--sched", "none", "--eval-every", "0", "--augment",
+                                            "none", "--momentum", "0.9"};
+    REQUIRE(run_quiet(apps::run_train, plus(flags, {"--out", tmp / "plain"})) == 0);
+    REQUIRE(run_quiet(apps::run_train, plus(flags, {"--out", tmp / "fused", "--step-in-backward"})) == 0);
+    const auto plain = train::load_checkpoint(tmp / "plain").model, fused = train::load_checkpoint(tmp / "fused").model;
+    REQUIRE(plain.size() == fused.size());
+    for (const auto& [key, t] : plain) CHECK_MESSAGE(t.to_vector() == fused.at(key).to_vector(), key);
+
+    CHECK(error_of(apps::run_train, plus(flags, {"--out", tmp / "x", "--step-in-backward", "--clip", "1"}))
+              .find("cannot --clip 1; hint: drop one of them") != std::string::npos);
+    CHECK(error_of(apps::run_train, plus(flags, {"--out", tmp / "x", "--step-in-backward", "--skip-nonfinite"}))
+              .find("cannot be skipped (--skip-nonfinite)") != std::string::npos);
+}
+
 TEST_CASE("razor sparse-train phase B: a non-finite fine-tune step is handled as razor train's: it stops naming the "
           "op, or --skip-nonfinite skips and counts; 20 in a row give up") {
     test::TempDir tmp("nonfinite_sparse");

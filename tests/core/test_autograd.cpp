@@ -136,3 +136,56 @@ TEST_CASE("autograd: module path attribution and report") {
     CHECK(current_tape().report().find("layer1.0  relu") != std::string::npos);
     y.backward(Tensor::ones({8}));
 }
+
+TEST_CASE("autograd: a post-accumulate-grad hook runs once per backward, after the leaf's last gradient") {
+    // y = sum(w * x) + sum(w * w): two edges into w, so the hook must wait for both.
+    Tensor w = Tensor::from_vector({2}, {1, 2}).requires_grad_();
+    Tensor x = Tensor::from_vector({2}, {3, 5});
+    std::vector<std::vector<float>> seen;
+    const uint64_t id = w.register_post_accumulate_grad_hook([&](const Tensor& leaf) {
+        seen.push_back(leaf.grad().to_vector());
+    });
+    add(sum(mul(w, x)), sum(mul(w, w))).backward();
+    REQUIRE(seen.size() == 1);
+    CHECK(seen[0] == std::vector<float>{3 + 2 * 1, 5 + 2 * 2});   // x + 2w: both contributions, summed
+    // A second backward: once more, with the accumulated gradient.
+    sum(mul(w, x)).backward();
+    REQUIRE(seen.size() == 2);
+    CHECK(seen[1] == std::vector<float>{5 + 3, 9 + 5});
+    // Removed: no call. An unknown id is ignored.
+    w.remove_post_accumulate_grad_hook(id);
+    w.remove_post_accumulate_grad_hook(id + 7);
+    sum(w).backward();
+    CHECK(seen.size() == 2);
+    // On the root itself (a leaf): d(root)/d(root).
+    w.zero_grad();
+    w.register_post_accumulate_grad_hook([&](const Tensor& leaf) { seen.push_back(leaf.grad().to_vector()); });
+    w.backward(Tensor::ones({2}));
+    REQUIRE(seen.size() == 3);
+    CHECK(seen[2] == std::vector<float>{1, 1});
+}
+
+TEST_CASE("autograd: a later layer's hook runs before an earlier layer's gradient exists, and may drop its gradient") {
+    // h = w1 * x; y = sum(w2 * h): the walk reaches w2 first. The hook drops w2's gradient as an optimizer in
+    // backward does, so the two gradients are never alive together.
+    Tensor w1 = Tensor::from_vector({3}, {1, 2, 3}).requires_grad_();
+    Tensor w2 = Tensor::from_vector({3}, {4, 5, 6}).requires_grad_();
+    Tensor x = Tensor::from_vector({3}, {7, 8, 9});
+    bool w1_had_grad = true;
+    std::vector<float> w2_grad;
+    w2.register_post_accumulate_grad_hook([&](const Tensor& leaf) {
+        w1_had_grad = w1.grad().defined();
+        w2_grad = leaf.grad().to_vector();
+        leaf.zero_grad();
+    });
+    sum(mul(w2, mul(w1, x))).backward();
+    CHECK_FALSE(w1_had_grad);
+    CHECK(w2_grad == std::vector<float>{7, 16, 27});   // w1 * x
+    CHECK_FALSE(w2.grad().defined());
+    CHECK(w1.grad().to_vector() == std::vector<float>{28, 40, 54});   // w2 * x
+    // Only on leaves that require grad.
+    CHECK_THROWS_WITH_AS(mul(w1, x).register_post_accumulate_grad_hook([](const Tensor&) {}),
+                         doctest::Contains("not a leaf"), Error);
+    CHECK_THROWS_WITH_AS(x.register_post_accumulate_grad_hook([](const Tensor&) {}),
+                         doctest::Contains("does not require grad"), Error);
+}
