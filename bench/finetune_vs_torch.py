@@ -50,8 +50,10 @@ import stepbench  # noqa: E402  (razor bench runner, PyTorch step worker, machin
 MODELS = "resnet18,resnet50,mobilenet_v2,vit_b_16"
 # The razor rows after razor dense: (label, flags). --rows replaces them (';'-separated flag lists).
 # "--razor 0.9" alone is the CLI's default tape (fp16 kept values, BN inputs per-channel int8).
+# "--step-in-backward": each parameter updated inside backward, its gradient freed at once (docs/optim.md).
 ROWS = ["--razor 0.9 --razor-values fp32", "--razor 0.9", "--razor 0.9 --razor-values int8", "--razor 0.9 --freeze-bn",
-        "--razor 0.9 --razor-values int8 --freeze-bn"]
+        "--razor 0.9 --razor-values int8 --freeze-bn", "--razor 0.9 --razor-values int8 --step-in-backward",
+        "--razor 0.9 --razor-values int8 --freeze-bn --step-in-backward"]
 MiB = stepbench.MiB
 
 

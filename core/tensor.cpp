@@ -355,6 +355,11 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
     run_backward(*this, gradient, retain_graph);
 }
 
+bool Tensor::sole_owner() const {
+    return impl_ && impl_.use_count() == 1 && impl_->storage && impl_->storage.use_count() == 1 && offset() == 0 &&
+           is_contiguous() && nbytes() == impl_->storage->bytes;
+}
+
 uint64_t Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const {
     TensorImpl& t = checked(impl_);
     if (!t.requires_grad || t.grad_fn)

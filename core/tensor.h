@@ -130,6 +130,12 @@ public:
     const std::string& name() const;
     Tensor& set_name(std::string name);
 
+    // True when this handle is the only one on its TensorImpl, the TensorImpl the only one on its storage (no view,
+    // no dense save on the tape), and it covers that storage whole and contiguously. An op given such a tensor as
+    // an rvalue (the caller is done with it: a temporary, or std::move) may write its result into the storage
+    // instead of allocating another (add_relu(Tensor&&, ...), batch_norm(Tensor&&, ...)).
+    bool sole_owner() const;
+
     const std::shared_ptr<TensorImpl>& impl() const { return impl_; }
     std::string to_string(int64_t max_elements = 8) const;   // "Tensor(2, 3) f32 [0.1, ...]"
 

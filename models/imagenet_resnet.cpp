@@ -43,7 +43,8 @@ Tensor ImageNetResNetBlock::forward(const Tensor& x) {
     Tensor h = bn1->forward_relu((*conv1)(x));                    // (N, planes, H/s or H, ...)
     if (kind == ResNetBlock::Basic) h = (*bn2)((*conv2)(h));     // (N, planes, H/s, W/s)
     else h = (*bn3)((*conv3)(bn2->forward_relu((*conv2)(h))));   // (N, 4 planes, H/s, W/s)
-    return add_relu(h, downsample ? (*downsample)(x) : x);       // the residual add, then ReLU (one fused op)
+    // The residual add, then ReLU (one fused op), written over h: torchvision's `out += identity; out = relu(out)`.
+    return add_relu(std::move(h), downsample ? (*downsample)(x) : x);
 }
 
 ImageNetResNet::ImageNetResNet(const ImageNetResNetConfig& c, int64_t classes, Generator& gen) : config(c) {

@@ -40,6 +40,18 @@ Tensor BatchNorm2d::forward_relu(const Tensor& x) {
     });
 }
 
+Tensor BatchNorm2d::forward_consuming(Tensor&& x) {
+    begin_forward(x);
+    return batch_norm(std::move(x), weight, bias, running_mean, running_var, is_training(), momentum, eps);
+}
+
+Tensor BatchNorm2d::forward_relu(Tensor&& x) {
+    return call(x, [&] {
+        begin_forward(x);
+        return batch_norm_relu(std::move(x), weight, bias, running_mean, running_var, is_training(), momentum, eps);
+    });
+}
+
 }  // namespace razor::nn
 
 namespace razor::nn {
@@ -51,7 +63,8 @@ ChannelTensor BatchNorm2d::forward_relu(const ChannelTensor& x) {
 }
 
 ChannelTensor BatchNorm2d::subset(const ChannelTensor& x, bool relu) {
-    auto* const op = relu ? batch_norm_relu : batch_norm;
+    using Op = Tensor (*)(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool, float, float);
+    const Op op = relu ? static_cast<Op>(batch_norm_relu) : static_cast<Op>(batch_norm);
     if (static_cast<int64_t>(x.channels.size()) == num_features) {   // every channel: the plain forward
         begin_forward(x.x);
         return {op(x.x, weight, bias, running_mean, running_var, is_training(), momentum, eps), x.channels};

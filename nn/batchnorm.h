@@ -19,9 +19,12 @@ class BatchNorm2d : public Module {
 public:
     explicit BatchNorm2d(int64_t num_features, float eps = 1e-5f, float momentum = 0.1f, bool affine = true);
     Tensor forward(const Tensor& x) override;
+    // For an x the caller gives up: in eval mode with frozen weights (--freeze-bn) y is written over x.
+    Tensor forward_consuming(Tensor&& x) override;
     // relu(forward(x)) as one fused op (core/ops/batch_norm.h batch_norm_relu): same values and saves, fewer passes
     // over memory. Runs in this module's scope (its name, save policy and forward observer), as operator() does.
     Tensor forward_relu(const Tensor& x);
+    Tensor forward_relu(Tensor&& x);   // the same for an x the caller gives up (bn.forward_relu(conv(x)))
     // The same two on a channel subset x (N, |K|, H, W) holding channels K (true-sparse, above); the plain forward
     // when K is every channel.
     ChannelTensor forward_subset(const ChannelTensor& x) override;

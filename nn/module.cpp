@@ -22,6 +22,7 @@ void Module::notify_forward_observer(const Tensor& x, const Tensor& y) {
 }
 
 Tensor Module::operator()(const Tensor& x) { return call(x, [&] { return forward(x); }); }
+Tensor Module::operator()(Tensor&& x) { return call(x, [&] { return forward_consuming(std::move(x)); }); }
 
 ChannelTensor Module::forward_subset(const ChannelTensor&) {
     throw Error(fmt(type_name(), "(", name_, "): cannot run on a channel subset; hint: call it on the dense tensor "

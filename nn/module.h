@@ -52,6 +52,11 @@ public:
     // The computation. Modules with one input override this; others add their own call signature.
     virtual Tensor forward(const Tensor& x);
     Tensor operator()(const Tensor& x);   // call(x, forward(x))
+    // The same call for an x the caller gives up (a temporary, as in bn(conv(x)), or std::move(h)): the module may
+    // write its result into x's storage when nothing else holds it (Tensor::sole_owner). Same values and gradients.
+    // BatchNorm2d in eval mode with frozen weights does (core/ops/batch_norm.h); every other module runs forward(x).
+    Tensor operator()(Tensor&& x);        // call(x, forward_consuming(std::move(x)))
+    virtual Tensor forward_consuming(Tensor&& x) { return forward(x); }
 
     // Runs f() as operator() runs forward: inside this module's name scope and save policy, then reports (x, f())
     // to the forward observer. For a second call signature of a module (BatchNorm2d::forward_relu), and, with an f

@@ -21,7 +21,8 @@ public:
     }
     Tensor forward(const Tensor& x) override {
         Tensor h = x;
-        for (auto& [name, child] : named_children()) h = (*child)(h);
+        // Each child's output is only the next child's input: given up (std::move), so a child may overwrite it.
+        for (auto& [name, child] : named_children()) h = (*child)(std::move(h));
         return h;
     }
     ChannelTensor forward_subset(const ChannelTensor& x) override {

@@ -6,9 +6,10 @@
 #   bash scripts/transfer.sh                          # resnet20, the short schedule below
 #   MODEL=vit_tiny bash scripts/transfer.sh           # vit_tiny (AdamW recipe)
 #   PRE_EPOCHS=2 FT_EPOCHS=1 STEPS=20 bash scripts/transfer.sh   # a smoke run (minutes)
+#   MODEL=resnet18 IMAGE_SIZE=64 bash scripts/transfer.sh         # torchvision's resnet18 on images resized to 64 px
 #
 # Environment: MODEL (resnet20 | vit_tiny | any zoo model, SGD recipe), DATA (CIFAR-10 binary folder), OUT (runs
-# folder), PRE_EPOCHS, FT_EPOCHS, THREADS, SEED, STEPS (steps per epoch, 0 = all), FT_STEPS (the same for the
+# folder), IMAGE_SIZE (the pretraining resolution, 0 = 32; the fine-tunes take their --from's), PRE_EPOCHS, FT_EPOCHS, THREADS, SEED, STEPS (steps per epoch, 0 = all), FT_STEPS (the same for the
 # fine-tunes; default STEPS), RATIOS (the fine-tunes' r values, default "0 0.9 0.97"), FREEZE_BN (1: --freeze-bn,
 # CNNs; the reference CNN's mode), RAZOR_BN (dense | f16 | int8 | razored: train-mode BN inputs, see docs/back-razor.md),
 # RAZOR_ATTN (int8 | razored | fp32: attention's Q, K, V, P; int8 by default), VALUES (fp32 | fp16 | int8), RAZOR (the razor binary). Re-running skips a finished stage; a stopped stage resumes.
@@ -18,6 +19,7 @@ cd "$(dirname "$0")/.."
 MODEL=${MODEL:-resnet20}
 DATA=${DATA:-../shared/datasets/cifar10}
 OUT=${OUT:-runs/transfer-$MODEL}
+IMAGE_SIZE=${IMAGE_SIZE:-0}
 PRE_EPOCHS=${PRE_EPOCHS:-30}
 FT_EPOCHS=${FT_EPOCHS:-15}
 THREADS=${THREADS:-2}
@@ -57,7 +59,7 @@ run() {
 }
 
 run "$OUT/pretrain" train --model "$MODEL" --classes "$ANIMALS" --epochs "$PRE_EPOCHS" "${PRE_OPT[@]}" "${COMMON[@]}" \
-    --steps-per-epoch "$STEPS"
+    --steps-per-epoch "$STEPS" --image-size "$IMAGE_SIZE"
 for r in $RATIOS; do
     run "$OUT/finetune-r$r" finetune --from "$OUT/pretrain" --classes "$VEHICLES" --epochs "$FT_EPOCHS" \
         --razor "$r" --razor-values "$VALUES" --razor-bn "$RAZOR_BN" --razor-attn "$RAZOR_ATTN" "${FT_OPT[@]}" "${FT_FLAGS[@]}" "${COMMON[@]}" --steps-per-epoch "$FT_STEPS"

@@ -44,6 +44,8 @@
 // writes them in place, which makes that eval node's backward throw (version check) instead of using new values.
 #include "core/ops/batch_norm.h"
 
+#include "core/anomaly.h"
+
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -295,7 +297,7 @@ struct BatchNormBackward final : Node {
 
 Tensor batch_norm_impl(const char* op, const Tensor& x_in, const Tensor& weight, const Tensor& bias,
                        const Tensor& running_mean, const Tensor& running_var, bool training, float momentum, float eps,
-                       bool relu) {
+                       bool relu, bool overwrite_x = false) {
     if (!x_in.defined()) throw Error(fmt(op, ": x is undefined"));
     if (x_in.dtype() != DType::F32) throw Error(fmt(op, ": expected x f32, got ", dtype_name(x_in.dtype())));
     if (x_in.dim() < 2 || x_in.dim() > 4)
@@ -324,7 +326,8 @@ Tensor batch_norm_impl(const char* op, const Tensor& x_in, const Tensor& weight,
                         "; hint: use a batch of more than one sample, or eval mode"));
 
     Tensor x = x_in.contiguous();   // (N, C, S)
-    Tensor y = Tensor::empty(x.shape());
+    // overwrite_x: y takes x's storage; write_output reads each element before writing it.
+    Tensor y = overwrite_x ? x.detach() : Tensor::empty(x.shape());
     Tensor mean = Tensor::empty({C}), rstd = Tensor::empty({C});   // (C): batch stats (training only)
     const float* px = x.f32();
     const bool update = training && running_mean.defined();
@@ -378,6 +381,7 @@ Tensor batch_norm_impl(const char* op, const Tensor& x_in, const Tensor& weight,
     // Pass 2 (and the ReLU's mask, only when a node will be recorded to keep it).
     BitMask mask = relu && any_requires_grad({x, weight, bias}) ? BitMask(x.numel()) : BitMask();
     write_output(px, y.f32(), mask.size() ? mask.words() : nullptr, N, C, S, A, B, relu);
+    if (overwrite_x) y.bump_version();
 
     if (auto node = record<BatchNormBackward>(op, {x, weight, bias}, y)) {
         node->N = N, node->C = C, node->S = S, node->training = training, node->eps = eps, node->relu = relu;
@@ -412,6 +416,27 @@ Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias
                        const Tensor& running_var, bool training, float momentum, float eps) {
     return batch_norm_impl("batch_norm_relu", x, weight, bias, running_mean, running_var, training, momentum, eps,
                            true);
+}
+
+namespace {
+// Whether batch_norm may write y over an x the caller gave up: in eval mode nothing of x is saved when the weight is
+// frozen or nothing is recorded at all (grad mode off: evaluation, prediction).
+bool may_overwrite(const Tensor& x, const Tensor& weight, bool training) {
+    const bool saves_x = grad_enabled() && weight.defined() && weight.requires_grad();
+    return !training && !saves_x && x.defined() && x.dtype() == DType::F32 && x.sole_owner() && !anomaly_mode_enabled();
+}
+}  // namespace
+
+Tensor batch_norm(Tensor&& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                  const Tensor& running_var, bool training, float momentum, float eps) {
+    return batch_norm_impl("batch_norm", x, weight, bias, running_mean, running_var, training, momentum, eps, false,
+                           may_overwrite(x, weight, training));
+}
+
+Tensor batch_norm_relu(Tensor&& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                       const Tensor& running_var, bool training, float momentum, float eps) {
+    return batch_norm_impl("batch_norm_relu", x, weight, bias, running_mean, running_var, training, momentum, eps,
+                           true, may_overwrite(x, weight, training));
 }
 
 }  // namespace razor

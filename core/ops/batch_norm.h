@@ -26,4 +26,13 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
 Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                        const Tensor& running_var, bool training, float momentum = 0.1f, float eps = 1e-5f);
 
+// The two for an x the caller gives up (bn(conv(x)): a temporary, or std::move). In eval mode with the weight frozen
+// (undefined or not requiring grad), or with grad mode off (evaluation), nothing of x is saved, so when
+// x.sole_owner() y is written over x in its storage: the conv-BN pair then costs one activation buffer, not two.
+// Otherwise (or in anomaly mode) the plain op. Same values and gradients either way.
+Tensor batch_norm(Tensor&& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                  const Tensor& running_var, bool training, float momentum = 0.1f, float eps = 1e-5f);
+Tensor batch_norm_relu(Tensor&& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                       const Tensor& running_var, bool training, float momentum = 0.1f, float eps = 1e-5f);
+
 }  // namespace razor

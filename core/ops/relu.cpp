@@ -18,6 +18,8 @@
 #endif
 #include "core/ops/relu.h"
 
+#include "core/anomaly.h"
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -112,7 +114,8 @@ struct ReluBackward final : Node {
     }
 };
 
-Tensor relu_impl(const char* op, const Tensor& a_in, const Tensor* b_in) {
+// overwrite_a: y may take a_in's storage (the caller gave a_in up and it is its storage's sole owner).
+Tensor relu_impl(const char* op, const Tensor& a_in, const Tensor* b_in, bool overwrite_a = false) {
     if (a_in.dtype() != DType::F32) throw Error(fmt(op, ": expected an f32 tensor, got ", dtype_name(a_in.dtype())));
     Tensor a = a_in.contiguous(), b;
     if (b_in) {
@@ -123,10 +126,12 @@ Tensor relu_impl(const char* op, const Tensor& a_in, const Tensor* b_in) {
                             shape_str(b_in->shape()), "; hint: for broadcasting use relu(add(a, b))"));
         b = b_in->contiguous();
     }
-    Tensor y = Tensor::empty(a.shape());
+    // Element i is read before it is written, so y may be a itself.
+    Tensor y = overwrite_a ? a.detach() : Tensor::empty(a.shape());
     const int64_t n = a.numel();
     BitMask mask(n);
     relu_pass(a.f32(), b_in ? b.f32() : nullptr, y.f32(), mask.words(), n);
+    if (overwrite_a) y.bump_version();
     std::vector<Tensor> inputs = {a};
     if (b_in) inputs.push_back(b);
     if (auto node = record<ReluBackward>(op, inputs, y)) node->ctx.save_mask("mask", std::move(mask), y.shape());
@@ -147,6 +152,11 @@ Tensor relu6(const Tensor& x_in) {
 }
 
 Tensor add_relu(const Tensor& a, const Tensor& b) { return relu_impl("add_relu", a, &b); }
+
+Tensor add_relu(Tensor&& a, const Tensor& b) {
+    const bool overwrite = a.sole_owner() && a.dtype() == DType::F32 && !a.same_storage(b) && !anomaly_mode_enabled();
+    return relu_impl("add_relu", a, &b, overwrite);
+}
 
 namespace {
 // Channel placements: a (N, Ca, S...) lands on the output channels `at` (Ca distinct entries below `channels`).

@@ -13,6 +13,10 @@ Tensor relu(const Tensor& x);
 // relu(add(a, b)) as one op, for a and b of one shape (the residual block's last step): the same values and
 // gradients, one pass instead of two, no intermediate sum.
 Tensor add_relu(const Tensor& a, const Tensor& b);
+// The same, for an `a` the caller gives up (add_relu(std::move(h), identity)): when a.sole_owner(), y is written over
+// a's values in its storage (the op needs neither input in backward, only y's mask), so the block's output costs no
+// new buffer. As torchvision's `out += identity; out = relu(out)`. Otherwise (or in anomaly mode) the plain op.
+Tensor add_relu(Tensor&& a, const Tensor& b);
 
 // The residual add of two channel subsets onto their union, then ReLU, as one op: y (N, channels, S...) with
 //     y[:, c] = max(a[:, i] + b[:, j], 0)   where a_at[i] == c and b_at[j] == c,

@@ -336,3 +336,59 @@ TEST_CASE("batch_norm_relu: what is saved (the pair's items: BN's, plus ReLU's 1
         CHECK(live() == 0);
     }
 }
+
+TEST_CASE("batch_norm(Tensor&&): a frozen BN in eval mode writes y over the x the caller gave up; same values and "
+          "gradients; never over a shared x, in training, or when the weight trains") {
+    const Tensor w = positive({3}, 41, false), b = constant(randn_leaf({3}, 42)), rm = constant(randn_leaf({3}, 43)),
+                 rv = positive({3}, 44, false);
+    for (const bool relu : {false, true}) {
+        INFO("relu ", relu);
+        auto plain = [&](const Tensor& x) { return relu ? batch_norm_relu(x, w, b, rm, rv, false)
+                                                        : batch_norm(x, w, b, rm, rv, false); };
+        auto consuming = [&](Tensor&& x) { return relu ? batch_norm_relu(std::move(x), w, b, rm, rv, false)
+                                                       : batch_norm(std::move(x), w, b, rm, rv, false); };
+        // x = a * 2 (a leaf requiring grad): a fresh tensor with history, the situation of bn(conv(x)).
+        Tensor a = randn_leaf({2, 3, 4, 4}, 45);
+        const Tensor expected = plain(mul(a, 2.f));
+        Tensor x = mul(a, 2.f);
+        const void* storage = x.storage().get();
+        const Tensor y = consuming(std::move(x));
+        CHECK(y.storage().get() == storage);                   // written in place
+        CHECK(y.to_vector() == expected.to_vector());
+        sum(mul(y, y)).backward();
+        const std::vector<float> grad_in_place = a.grad().to_vector();
+        a.zero_grad();
+        sum(mul(expected, expected)).backward();
+        CHECK(grad_in_place == a.grad().to_vector());
+
+        // Shared: another handle on x's storage (a view) keeps its values; the result is a new buffer.
+        Tensor shared = mul(a, 2.f);
+        const Tensor view = reshape(shared, {2, 48});
+        const std::vector<float> before = view.to_vector();
+        const Tensor y2 = consuming(std::move(shared));
+        CHECK(view.to_vector() == before);
+        CHECK_FALSE(y2.same_storage(view));
+        // Training mode and a trained weight save x: never overwritten.
+        Tensor t = mul(a, 2.f);
+        const void* t_storage = t.storage().get();
+        const Tensor y3 = relu ? batch_norm_relu(std::move(t), w, b, rm.clone(), rv.clone(), true)
+                               : batch_norm(std::move(t), w, b, rm.clone(), rv.clone(), true);
+        CHECK(y3.storage().get() != t_storage);
+        Tensor u = mul(a, 2.f);
+        const void* u_storage = u.storage().get();
+        const Tensor trained_w = positive({3}, 46, true);
+        const Tensor y4 = relu ? batch_norm_relu(std::move(u), trained_w, b, rm, rv, false)
+                               : batch_norm(std::move(u), trained_w, b, rm, rv, false);
+        CHECK(y4.storage().get() != u_storage);
+        // ... unless nothing is recorded (evaluation under NoGradGuard): then it is overwritten too.
+        NoGradGuard no_grad;
+        Tensor e = mul(a, 2.f);
+        const void* e_storage = e.storage().get();
+        const Tensor y5 = relu ? batch_norm_relu(std::move(e), trained_w, b, rm, rv, false)
+                               : batch_norm(std::move(e), trained_w, b, rm, rv, false);
+        CHECK(y5.storage().get() == e_storage);
+        const Tensor expected5 = relu ? batch_norm_relu(mul(a, 2.f), trained_w, b, rm, rv, false)
+                                      : batch_norm(mul(a, 2.f), trained_w, b, rm, rv, false);
+        CHECK(y5.to_vector() == expected5.to_vector());
+    }
+}

@@ -172,3 +172,36 @@ TEST_CASE("add_relu_channels: a wrong shape or position names the op, what was e
     CHECK_THROWS_WITH_AS(add_relu_channels(a, {0, 1, 2}, Tensor::zeros({2, 2, 5}), {1, 2}, 3),
                          doctest::Contains("differ outside dim 1"), Error);
 }
+
+TEST_CASE("add_relu(Tensor&&): writes y over the a the caller gave up; same values, gradients and save; never over "
+          "a shared a") {
+    Tensor p = randn_leaf({3, 5, 7}, 31), q = randn_leaf({3, 5, 7}, 32);
+    const Tensor scaled = mul(p, 1.5f);
+    int64_t saved_before = current_tape().live().stored_bytes;
+    const Tensor expected = add_relu(scaled, q);
+    const int64_t plain_saves = current_tape().live().stored_bytes - saved_before;
+    Tensor a = mul(p, 1.5f);   // fresh, with history: the block's h
+    const void* storage = a.storage().get();
+    saved_before = current_tape().live().stored_bytes;
+    const Tensor y = add_relu(std::move(a), q);
+    CHECK(y.storage().get() == storage);
+    CHECK(y.to_vector() == expected.to_vector());
+    CHECK(current_tape().live().stored_bytes - saved_before == plain_saves);   // the 1-bit mask only
+    sum(mul(y, y)).backward();
+    const std::vector<float> gp = p.grad().to_vector(), gq = q.grad().to_vector();
+    p.zero_grad(), q.zero_grad();
+    sum(mul(expected, expected)).backward();
+    CHECK(gp == p.grad().to_vector());
+    CHECK(gq == q.grad().to_vector());
+    // A second handle on a's storage: a is left as it was.
+    Tensor shared = mul(p, 1.5f);
+    const Tensor keep = shared;
+    const std::vector<float> before = keep.to_vector();
+    const Tensor y2 = add_relu(std::move(shared), q);
+    CHECK(keep.to_vector() == before);
+    CHECK_FALSE(y2.same_storage(keep));
+    // b aliasing a: a + a computed from the inputs, not from half-written output.
+    Tensor twice = mul(p, 1.f);
+    const Tensor alias = twice;
+    CHECK(add_relu(std::move(twice), alias).to_vector() == add_relu(mul(p, 1.f), mul(p, 1.f)).to_vector());
+}
