@@ -22,15 +22,32 @@ std::string format_bytes(int64_t bytes) {
 
 // ---------------------------------------------------------------- accounting
 
+namespace {
+// A saved tensor's values, for the dense-equivalent: its storage (owner_less: by control block, which the weak
+// reference keeps allocated) at one version.
+struct Source {
+    std::weak_ptr<Storage> storage;
+    uint64_t version = 0;
+    bool operator<(const Source& o) const {
+        const std::owner_less<std::weak_ptr<Storage>> less;
+        if (less(storage, o.storage)) return true;
+        if (less(o.storage, storage)) return false;
+        return version < o.version;
+    }
+    bool operator==(const Source& o) const { return !(*this < o) && !(o < *this); }
+};
+}  // namespace
+
 struct Tape::Accounts {
     uint64_t next_id = 1;
     std::map<uint64_t, SavedRecord> records;               // ordered by id = save order
     std::unordered_map<uint64_t, const Storage*> shared_of;
     std::unordered_map<const Storage*, int> storage_refs;  // dedupe: a storage saved by several nodes counts once
-    // the same for the dense-equivalent, by the saved tensor's storage (owner_less: by control block, which the
-    // weak reference keeps allocated)
-    std::unordered_map<uint64_t, std::weak_ptr<Storage>> source_of;
-    std::map<std::weak_ptr<Storage>, int, std::owner_less<std::weak_ptr<Storage>>> source_refs;
+    // the same for the dense-equivalent, by the saved tensor's storage and its version: a storage that an op wrote
+    // over after one save (gelu(Tensor&&), add(Tensor&&, b): only where that save is a packed copy) holds other
+    // values at the next save, which a dense tape would have had to keep as a second tensor
+    std::unordered_map<uint64_t, Source> source_of;
+    std::map<Source, int> source_refs;
     TapeTotals live;
     TapeTotals peak;
 };
@@ -48,9 +65,9 @@ uint64_t Tape::add(SavedRecord record, const Storage* shared, const std::shared_
         s.shared_of[record.id] = shared;
     }
     if (source) {
-        std::weak_ptr<Storage> weak = source;
-        if (s.source_refs[weak]++ > 0) record.dense_bytes = 0;   // the dense tape would share that storage
-        s.source_of.emplace(record.id, std::move(weak));
+        Source key{source, source->version};
+        if (s.source_refs[key]++ > 0) record.dense_bytes = 0;   // the dense tape would share that storage
+        s.source_of.emplace(record.id, std::move(key));
     }
     s.live.stored_bytes += record.stored_bytes;
     s.live.dense_bytes += record.dense_bytes;
@@ -109,15 +126,14 @@ void Tape::apply_remove(uint64_t id) const {
         }
     }
     if (auto so = s.source_of.find(id); so != s.source_of.end()) {
-        const std::weak_ptr<Storage> source = std::move(so->second);
+        const Source source = std::move(so->second);
         s.source_of.erase(so);
         auto refs = s.source_refs.find(source);
         if (--refs->second == 0) {
             s.source_refs.erase(refs);
         } else if (r.dense_bytes > 0) {   // as above: another live item now carries the source's dense bytes
-            const std::owner_less<std::weak_ptr<Storage>> less;
             for (auto& [other_id, other_source] : s.source_of) {
-                if (less(other_source, source) || less(source, other_source)) continue;
+                if (!(other_source == source)) continue;
                 s.records[other_id].dense_bytes = r.dense_bytes;
                 s.live.dense_bytes += r.dense_bytes;
                 break;

@@ -24,12 +24,18 @@ ViTEncoderBlock::ViTEncoderBlock(int64_t D, int64_t heads, int64_t mlp_dim, Gene
     }
 }
 
-Tensor ViTEncoderBlock::forward(const Tensor& x) {
+Tensor ViTEncoderBlock::forward(const Tensor& x) { return run(x); }
+Tensor ViTEncoderBlock::forward_consuming(Tensor&& x) { return run(std::move(x)); }
+
+Tensor ViTEncoderBlock::run(Tensor x) {
     if (x.dim() != 3 || x.size(2) != dim)
         throw Error(fmt("EncoderBlock(", name(), "): expected input (B, N, ", dim, "), got ", shape_str(x.shape()),
                         "; hint: tokens of the block's width, batch first"));
-    const Tensor h = add(x, (*self_attention)((*ln_1)(x)));   // (B, N, D)
-    return add(h, (*mlp)((*ln_2)(h)));                        // (B, N, D)
+    Tensor a = (*self_attention)((*ln_1)(x));   // (B, N, D)
+    Tensor h = add(std::move(x), a);            // (B, N, D), in x's buffer where nothing else holds it
+    a = Tensor();
+    Tensor m = (*mlp)((*ln_2)(h));              // (B, N, D)
+    return add(std::move(h), m);
 }
 
 ViTEncoder::ViTEncoder(const ImageNetViTConfig& c, int64_t tokens, Generator& gen) {
@@ -42,11 +48,22 @@ ViTEncoder::ViTEncoder(const ImageNetViTConfig& c, int64_t tokens, Generator& ge
     ln = register_module("ln", std::make_shared<nn::LayerNorm>(c.hidden_dim, 1e-6f));
 }
 
-Tensor ViTEncoder::forward(const Tensor& x) {
-    if (x.dim() != 3 || x.size(1) != pos_embedding.size(1))
-        throw Error(fmt("Encoder(", name(), "): expected (B, ", pos_embedding.size(1), ", D) tokens, got ",
+namespace {
+void check_tokens(const ViTEncoder& e, const Tensor& x) {
+    if (x.dim() != 3 || x.size(1) != e.pos_embedding.size(1))
+        throw Error(fmt("Encoder(", e.name(), "): expected (B, ", e.pos_embedding.size(1), ", D) tokens, got ",
                         shape_str(x.shape()), "; hint: the position embedding fixes the image size"));
+}
+}  // namespace
+
+Tensor ViTEncoder::forward(const Tensor& x) {
+    check_tokens(*this, x);
     return (*ln)((*layers)(add(x, pos_embedding)));   // (B, N, D)
+}
+
+Tensor ViTEncoder::forward_consuming(Tensor&& x) {
+    check_tokens(*this, x);
+    return (*ln)((*layers)(add(std::move(x), pos_embedding)));
 }
 
 ImageNetViT::ImageNetViT(const ImageNetViTConfig& c, int64_t classes, Generator& gen) : config(c) {
@@ -77,9 +94,13 @@ Tensor ImageNetViT::forward(const Tensor& x) {
                         config.image_size, ", ", config.image_size, "), got ", shape_str(x.shape()),
                         "; hint: build the model for this image size (--image-size)"));
     const int64_t B = x.size(0), D = config.hidden_dim;
-    const Tensor patches = transpose(flatten((*conv_proj)(x), 2), 1, 2);   // (B, D, P) -> (B, P, D), a view
-    const Tensor cls = add(Tensor::zeros({B, 1, D}), class_token);        // (B, 1, D): class_token broadcast
-    const Tensor h = (*encoder)(concat({cls, patches}, 1));               // (B, N, D)
+    Tensor tokens;                                                            // (B, N, D)
+    {   // the patch embeddings die here: the encoder owns the only copy of the tokens
+        const Tensor patches = transpose(flatten((*conv_proj)(x), 2), 1, 2);   // (B, D, P) -> (B, P, D), a view
+        const Tensor cls = add(Tensor::zeros({B, 1, D}), class_token);        // (B, 1, D): class_token broadcast
+        tokens = concat({cls, patches}, 1);
+    }
+    const Tensor h = (*encoder)(std::move(tokens));                           // (B, N, D)
     // The class token's row, copied out (a slice would keep h's whole storage alive on the tape through head's input).
     return (*heads)(reshape(index_select(h, 1, Tensor::zeros({1}, DType::I64)), {B, D}));   // (B, classes)
 }

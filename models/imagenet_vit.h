@@ -50,12 +50,18 @@ class ViTEncoderBlock : public nn::Module {
 public:
     ViTEncoderBlock(int64_t dim, int64_t heads, int64_t mlp_dim, Generator& gen);
     Tensor forward(const Tensor& x) override;   // (B, N, D) -> (B, N, D)
+    // The same; the residual stream is carried in x's buffer (torchvision's x = x + input), each sum written over
+    // the stream the caller gave up.
+    Tensor forward_consuming(Tensor&& x) override;
     std::string type_name() const override { return "EncoderBlock"; }
 
     std::shared_ptr<nn::LayerNorm> ln_1, ln_2;
     std::shared_ptr<nn::MultiheadAttention> self_attention;
     std::shared_ptr<nn::Sequential> mlp;
     int64_t dim;
+
+private:
+    Tensor run(Tensor x);   // forward's body; x is this call's own handle
 };
 
 // pos_embedding, the layers and the final LayerNorm (torchvision's Encoder).
@@ -63,6 +69,7 @@ class ViTEncoder : public nn::Module {
 public:
     ViTEncoder(const ImageNetViTConfig& config, int64_t tokens, Generator& gen);
     Tensor forward(const Tensor& x) override;   // (B, N, D) tokens -> (B, N, D), normalised
+    Tensor forward_consuming(Tensor&& x) override;   // the same; the position embedding added in x's buffer
     std::string type_name() const override { return "Encoder"; }
 
     Tensor pos_embedding;                        // (1, N, D)

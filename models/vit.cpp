@@ -32,10 +32,13 @@ Tensor VisionTransformer::forward(const Tensor& x) {
                         config.image_size, ", ", config.image_size, "), got ", shape_str(x.shape()),
                         "; hint: the position embeddings fix the image size"));
     const int64_t B = x.size(0), D = config.dim;
-    const Tensor patches = transpose(flatten((*patch_embed)(x), 2), 1, 2);   // (B, D, P) -> (B, P, D), a view
-    const Tensor cls = add(Tensor::zeros({B, 1, D}), cls_token);            // (B, 1, D): cls_token broadcast
-    Tensor h = add(concat({cls, patches}, 1), pos_embed);                    // (B, N, D)
-    h = (*blocks)(h);
+    Tensor h;                                                                // (B, N, D)
+    {   // the patch embeddings die here: the blocks own the only copy of the tokens
+        const Tensor patches = transpose(flatten((*patch_embed)(x), 2), 1, 2);   // (B, D, P) -> (B, P, D), a view
+        const Tensor cls = add(Tensor::zeros({B, 1, D}), cls_token);            // (B, 1, D): cls_token broadcast
+        h = add(concat({cls, patches}, 1), pos_embed);
+    }
+    h = (*blocks)(std::move(h));
     // Only the class token reaches the head, and LayerNorm is per token, so normalising just that row gives
     // the reference's norm(x)[:, 0] exactly. index_select copies the row out: a slice would be a view that keeps
     // all of h's (B, N, D) storage alive on the tape through norm's saved input.

@@ -21,21 +21,30 @@ MultiheadAttention::MultiheadAttention(int64_t D, int64_t h, bool bias, Generato
     if (bias) out_proj->bias.detach().zero_();
 }
 
-Tensor MultiheadAttention::forward(const Tensor& x) {
+Tensor MultiheadAttention::forward(const Tensor& x) { return attend(x); }
+Tensor MultiheadAttention::forward_consuming(Tensor&& x) { return attend(std::move(x)); }
+
+Tensor MultiheadAttention::attend(Tensor x) {
     if (x.dim() != 3 || x.size(2) != embed_dim)
         throw Error(fmt("MultiheadAttention(", name(), "): expected input (B, N, ", embed_dim, "), got ",
                         shape_str(x.shape()), "; hint: batch_first tokens of width embed_dim"));
     const int64_t B = x.size(0), N = x.size(1), D = embed_dim, h = num_heads, d = head_dim;
     Tensor qkv = linear(x, in_proj_weight, in_proj_bias);   // (B, N, 3D)
+    x = Tensor();                                           // freed here when the caller gave it up
     // One head's q, k, v are strided views of qkv: columns [0, D), [D, 2D), [2D, 3D) split into h groups of d.
     auto heads = [&](int64_t part) {                        // -> (B, h, N, d), a view
         return transpose(reshape(slice(qkv, 2, part * D, (part + 1) * D), {B, N, h, d}), 1, 2);
     };
-    const Tensor q = mul(heads(0), 1.f / std::sqrt(static_cast<float>(d)));   // (B, h, N, d), packed
-    const Tensor k = heads(1), v = heads(2);
-    const Tensor p = softmax(matmul(q, transpose(k, 2, 3)), -1);   // (B, h, N, N): row i attends over keys j
-    const Tensor o = matmul(p, v);                                  // (B, h, N, d)
-    return (*out_proj)(reshape(transpose(o, 1, 2), {B, N, D}));     // heads side by side: (B, N, D)
+    Tensor p;                                               // (B, h, N, N): row i attends over keys j
+    {
+        const Tensor q = mul(heads(0), 1.f / std::sqrt(static_cast<float>(d)));   // (B, h, N, d), packed
+        p = softmax(matmul(q, transpose(heads(1), 2, 3)), -1);                     // written over the scores
+    }
+    Tensor o = matmul(p, heads(2));                         // (B, h, N, d)
+    qkv = Tensor(), p = Tensor();
+    Tensor merged = reshape(transpose(o, 1, 2), {B, N, D}); // heads side by side: (B, N, D), a copy
+    o = Tensor();
+    return (*out_proj)(std::move(merged));
 }
 
 }  // namespace razor::nn

@@ -27,6 +27,7 @@ public:
 class GELU : public Module {
 public:
     Tensor forward(const Tensor& x) override { return gelu(x); }
+    Tensor forward_consuming(Tensor&& x) override { return gelu(std::move(x)); }   // y over x where the tape allows
     std::string type_name() const override { return "GELU"; }
 };
 

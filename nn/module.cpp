@@ -22,7 +22,11 @@ void Module::notify_forward_observer(const Tensor& x, const Tensor& y) {
 }
 
 Tensor Module::operator()(const Tensor& x) { return call(x, [&] { return forward(x); }); }
-Tensor Module::operator()(Tensor&& x) { return call(x, [&] { return forward_consuming(std::move(x)); }); }
+// An observer sees the input after forward returns, so under one the call keeps x (no module writes over it).
+Tensor Module::operator()(Tensor&& x) {
+    if (t_forward_observer) return (*this)(static_cast<const Tensor&>(x));
+    return call(x, [&] { return forward_consuming(std::move(x)); });
+}
 
 ChannelTensor Module::forward_subset(const ChannelTensor&) {
     throw Error(fmt(type_name(), "(", name_, "): cannot run on a channel subset; hint: call it on the dense tensor "

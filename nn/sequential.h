@@ -19,12 +19,9 @@ public:
         ++size_;
         return register_module(name, std::move(module));
     }
-    Tensor forward(const Tensor& x) override {
-        Tensor h = x;
-        // Each child's output is only the next child's input: given up (std::move), so a child may overwrite it.
-        for (auto& [name, child] : named_children()) h = (*child)(std::move(h));
-        return h;
-    }
+    Tensor forward(const Tensor& x) override { return run(x); }
+    // The same, and the first child may overwrite x too: the caller gave it up.
+    Tensor forward_consuming(Tensor&& x) override { return run(std::move(x)); }
     ChannelTensor forward_subset(const ChannelTensor& x) override {
         ChannelTensor h = x;
         for (auto& [name, child] : named_children()) h = (*child)(h);
@@ -33,6 +30,12 @@ public:
     std::string type_name() const override { return "Sequential"; }
 
 private:
+    Tensor run(Tensor h) {
+        // Each child's output is only the next child's input: given up (std::move), so a child may overwrite it.
+        for (auto& [name, child] : named_children()) h = (*child)(std::move(h));
+        return h;
+    }
+
     int size_ = 0;
 };
 

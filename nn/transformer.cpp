@@ -15,12 +15,18 @@ TransformerBlock::TransformerBlock(int64_t D, int64_t heads, int64_t mlp_ratio, 
     fc2 = register_module("fc2", std::make_shared<Linear>(mlp_ratio * D, D, true, gen));
 }
 
-Tensor TransformerBlock::forward(const Tensor& x) {
+Tensor TransformerBlock::forward(const Tensor& x) { return run(x); }
+Tensor TransformerBlock::forward_consuming(Tensor&& x) { return run(std::move(x)); }
+
+Tensor TransformerBlock::run(Tensor x) {
     if (x.dim() != 3 || x.size(2) != dim)
         throw Error(fmt("TransformerBlock(", name(), "): expected input (B, N, ", dim, "), got ", shape_str(x.shape()),
                         "; hint: tokens of the block's width, batch first"));
-    const Tensor h = add(x, (*attn)((*ln1)(x)));                       // (B, N, D)
-    return add(h, (*fc2)((*act)((*fc1)((*ln2)(h)))));                 // (B, N, D)
+    Tensor a = (*attn)((*ln1)(x));               // (B, N, D)
+    Tensor h = add(std::move(x), a);             // (B, N, D), in x's buffer where nothing else holds it
+    a = Tensor();
+    Tensor m = (*fc2)((*act)((*fc1)((*ln2)(h))));   // (B, N, D); GELU writes over fc1's output where it may
+    return add(std::move(h), m);
 }
 
 }  // namespace razor::nn

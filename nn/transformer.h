@@ -25,6 +25,8 @@ class TransformerBlock : public Module {
 public:
     TransformerBlock(int64_t dim, int64_t heads, int64_t mlp_ratio = 4, Generator& gen = default_generator());
     Tensor forward(const Tensor& x) override;   // x: (B, N, D) -> (B, N, D)
+    // The same; the residual stream is carried in x's buffer, each sum written over the stream the caller gave up.
+    Tensor forward_consuming(Tensor&& x) override;
     std::string type_name() const override { return "TransformerBlock"; }
 
     std::shared_ptr<LayerNorm> ln1;
@@ -34,6 +36,9 @@ public:
     std::shared_ptr<GELU> act;
     std::shared_ptr<Linear> fc2;
     int64_t dim;
+
+private:
+    Tensor run(Tensor x);   // forward's body; x is this call's own handle
 };
 
 }  // namespace razor::nn

@@ -86,6 +86,22 @@ void DenseCodedTensor::unpack_into(float* dst) const {
             dst[b * n_s_ + i] = dequantize_u8(codes[b * n_s_ + i], qp[2 * b], qp[2 * b + 1]);
 }
 
+// Serial (SavedTensor::unpack_rows): callers run it inside their own parallel loops.
+void DenseCodedTensor::unpack_rows(int64_t first, int64_t count, float* dst) const {
+    RAZOR_CHECK(first >= 0 && count >= 0 && first + count <= B_)
+        << "DenseCodedTensor::unpack_rows: samples [" << first << ", " << first + count << ") of " << B_;
+    const int64_t begin = first * n_s_, n = count * n_s_;
+    if (codec_ == ValueCodec::F16) {
+        halves_to_floats(values_f16() + begin, dst, n);
+        return;
+    }
+    const float* qp = qparams();
+    const uint8_t* codes = values_i8() + begin;
+    for (int64_t b = 0; b < count; ++b)
+        for (int64_t i = 0; i < n_s_; ++i)
+            dst[b * n_s_ + i] = dequantize_u8(codes[b * n_s_ + i], qp[2 * (first + b)], qp[2 * (first + b) + 1]);
+}
+
 Tensor DenseCodedTensor::unpack() const {
     Tensor t = Tensor::empty(shape());
     if (t.numel() > 0) unpack_into(t.f32());

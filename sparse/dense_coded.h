@@ -32,6 +32,8 @@ public:
 
     Tensor unpack() const override;
     void unpack_into(float* dst) const;
+    bool has_row_unpack() const override { return true; }   // every sample is coded on its own
+    void unpack_rows(int64_t first, int64_t count, float* dst) const override;
     int64_t stored_bytes() const override { return static_cast<int64_t>(storage_->bytes); }
     std::string format() const override;   // "dense+f16", "dense+i8"
     const Storage* shared_storage() const override { return storage_.get(); }

@@ -14,6 +14,7 @@
 //   scalar    mul/div by a scalar save nothing; rdiv (s / a) saves a (PointwiseOperand).
 #include "core/ops/binary.h"
 
+#include "core/anomaly.h"
 #include "core/autograd.h"
 #include "core/check.h"
 
@@ -44,13 +45,16 @@ Shape broadcast_strides(const Tensor& t, const Shape& out) {
     return strides;
 }
 
-// out[i] = f(a[i], b[i]) over the broadcast shape.
+// out[i] = f(a[i], b[i]) over the broadcast shape. overwrite_a (a contiguous, of the broadcast shape): out is a's
+// storage, each element read before it is written (add(Tensor&&, b)).
 template <class F>
-Tensor broadcast_apply(const Tensor& a, const Tensor& b, const char* op, F f) {
+Tensor broadcast_apply(const Tensor& a, const Tensor& b, const char* op, F f, bool overwrite_a = false) {
     if (a.dtype() != DType::F32 || b.dtype() != DType::F32)
         throw Error(fmt(op, ": expected f32 tensors, got ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype())));
     const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
-    Tensor out = Tensor::empty(shape);
+    RAZOR_CHECK(!overwrite_a || (a.shape() == shape && a.is_contiguous())) << op << ": overwriting a of the wrong shape";
+    Tensor out = overwrite_a ? a.detach() : Tensor::empty(shape);
+    if (overwrite_a) out.bump_version();
     float* o = out.f32();
     const float* pa = a.f32();
     const float* pb = b.f32();
@@ -147,6 +151,17 @@ struct AddBackward final : Node {
 
 Tensor add(const Tensor& a, const Tensor& b) {
     Tensor out = broadcast_apply(a, b, "add", [](float x, float y) { return x + y; });
+    record<AddBackward>("add", {a, b}, out);
+    return out;
+}
+
+// Add needs neither input in backward, so an `a` the caller gives up can hold the sum (the transformer's residual
+// stream h = x + attn(ln(x))). Only where a already has the result's shape; b may broadcast onto it.
+Tensor add(Tensor&& a, const Tensor& b) {
+    const bool overwrite = a.defined() && b.defined() && a.dtype() == DType::F32 && a.sole_owner() &&
+                           !a.same_storage(b) && !anomaly_mode_enabled() &&
+                           broadcast_shapes(a.shape(), b.shape(), "add") == a.shape();
+    Tensor out = broadcast_apply(a, b, "add", [](float x, float y) { return x + y; }, overwrite);
     record<AddBackward>("add", {a, b}, out);
     return out;
 }

@@ -8,6 +8,9 @@
 namespace razor {
 
 Tensor add(const Tensor& a, const Tensor& b);
+// a + b for an `a` the caller gives up (add(std::move(x), y)): when a.sole_owner() and a has the broadcast shape,
+// the sum is written over a's values in its storage (add saves nothing). Otherwise (or in anomaly mode) add(a, b).
+Tensor add(Tensor&& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);

@@ -9,11 +9,13 @@
 // Saves: the input x as SaveRole::GeluInput, only when x requires grad. Backward needs the pre-activation at
 //        every position (Phi(x) + x phi(x) is not recoverable from y), so it keeps x itself: 4 bytes per element
 //        under the dense policy. (The Back Razor reference keeps it dense in fp16 and never prunes it; a policy
-//        decides that, not this op.)
+//        decides that, not this op.) gelu(Tensor&&) writes y over an x the caller gives up when the save is a
+//        code or a copy of x, not x itself.
 #include "core/ops/gelu.h"
 
 #include <cmath>
 
+#include "core/anomaly.h"
 #include "core/autograd.h"
 #include "core/check.h"
 #include "core/ops/unary.h"   // exp_kernel
@@ -79,15 +81,39 @@ struct GeluBackward final : Node {
 
 }  // namespace
 
-Tensor gelu(const Tensor& x_in) {
-    if (!x_in.defined()) throw Error("gelu: got an undefined tensor; hint: pass a tensor that has been created");
-    if (x_in.dtype() != DType::F32)
-        throw Error(fmt("gelu: expected an f32 tensor, got ", dtype_name(x_in.dtype()), " ", shape_str(x_in.shape()),
+namespace {
+void check_input(const Tensor& x) {
+    if (!x.defined()) throw Error("gelu: got an undefined tensor; hint: pass a tensor that has been created");
+    if (x.dtype() != DType::F32)
+        throw Error(fmt("gelu: expected an f32 tensor, got ", dtype_name(x.dtype()), " ", shape_str(x.shape()),
                         "; hint: activations are f32"));
+}
+}  // namespace
+
+Tensor gelu(const Tensor& x_in) {
+    check_input(x_in);
     const Tensor x = x_in.contiguous();
     Tensor y = Tensor::empty(x.shape());
     gelu_forward(x.f32(), y.f32(), x.numel());
     if (auto node = record<GeluBackward>("gelu", {x}, y)) node->ctx.save("x", x, SaveRole::GeluInput);
+    return y;
+}
+
+// The save comes first and decides. A policy that keeps x itself (the dense tape) holds x's storage, and y takes a
+// buffer of its own; one that keeps a code or a copy (Back Razor's 4-bit derivative code, fp16) needs x's values no
+// more once it has saved, and y is written over them: the MLP's (B, N, 4D) hidden layer then costs one buffer, not
+// two. record() links the node to a throwaway alias of x, and y is made the node's output once it exists.
+Tensor gelu(Tensor&& x_in) {
+    check_input(x_in);
+    if (!x_in.sole_owner() || anomaly_mode_enabled()) return gelu(static_cast<const Tensor&>(x_in));
+    const Tensor x = std::move(x_in);
+    const auto node = record<GeluBackward>("gelu", {x}, x.detach());
+    if (node) node->ctx.save("x", x, SaveRole::GeluInput);
+    const bool saved_as_itself = x.storage().use_count() > 1;
+    Tensor y = saved_as_itself ? Tensor::empty(x.shape()) : x.detach();
+    gelu_forward(x.f32(), y.f32(), x.numel());   // elementwise: in place is safe
+    if (!saved_as_itself) y.bump_version();
+    if (node) y.set_grad_fn(node);
     return y;
 }
 

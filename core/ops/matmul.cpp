@@ -200,7 +200,30 @@ struct MatmulBackward final : Node {
                 }
             }
         }
-        if (needs_grad(1)) {
+        // gb from a saved form that expands one sample at a time (attention's P V: P as dense int8), when every
+        // output matrix is its own a times its own g: one sample's matrices at a time in a small scratch, never
+        // the whole a as a transient (vit_b_16 at batch 16: 1.9 MB per thread, not P's 29.8 MB).
+        const SavedTensor* a_rows = needs_grad(1) && ctx.has("a") ? &ctx.saved("a") : nullptr;
+        if (a_rows && a_rows->has_row_unpack() && !b_unbatched && a_batch == out_batch && b_batch == out_batch &&
+            a_rows->shape() == edges()[0].shape && a_rows->shape().size() >= 3) {
+            gb = Tensor::empty(edges()[1].shape);   // (..., K, N), contiguous
+            float* pgb = gb.f32();
+            const int64_t samples = a_rows->shape()[0], per_sample = shape_numel(a_batch) / samples;
+            const int64_t chunks = std::min<int64_t>(samples, num_threads());
+            Tensor scratch = Tensor::empty({chunks, per_sample * M * K});   // one sample of a per chunk
+#pragma omp parallel for schedule(static, 1) if (chunks > 1)
+            for (int64_t c = 0; c < chunks; ++c) {
+                float* a_sample = scratch.f32() + c * per_sample * M * K;   // (per_sample, M, K)
+                for (int64_t n = samples * c / chunks; n < samples * (c + 1) / chunks; ++n) {
+                    a_rows->unpack_rows(n, 1, a_sample);
+                    for (int64_t j = 0; j < per_sample; ++j) {
+                        const int64_t o = n * per_sample + j;
+                        gemm(true, false, K, N, M, 1.f, a_sample + j * M * K, K, pg + o * M * N, N, 0.f,
+                             pgb + o * K * N, N);
+                    }
+                }
+            }
+        } else if (needs_grad(1)) {
             MatrixBatch a;
             Tensor a_keep = gemm_ready(ctx.unpack("a"), false, a);
             if (b_unbatched && !rows_fold(a)) a_keep = gemm_ready(a_keep.contiguous(), false, a);

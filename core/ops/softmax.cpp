@@ -12,6 +12,8 @@
 // Saves (only when x requires grad):
 //   softmax      the output P as SaveRole::InputGradOperand: gx = P (g - sum_d g P) needs P, not x.
 //   log_softmax  the output L = log P as SaveRole::LossOperand: gx = g - e^L sum_d g.
+// softmax(Tensor&&) writes P over the scores the caller gives up (attention's S = Q K^T: one (B, h, N, N) buffer,
+// not two).
 #include "core/ops/softmax.h"
 
 #include <algorithm>
@@ -20,7 +22,9 @@
 
 #include "core/autograd.h"
 #include "core/check.h"
+#include "core/anomaly.h"
 #include "core/ops/unary.h"   // exp_kernel
+#include "core/runtime.h"    // num_threads
 
 namespace razor {
 namespace {
@@ -177,6 +181,9 @@ struct SoftmaxBackward final : Node {
     bool log = false;
     std::vector<Tensor> backward(const Tensor& g_in) override {
         const Tensor g = g_in.contiguous();
+        const SavedTensor& saved = ctx.saved("y");
+        if (l.inner == 1 && saved.has_row_unpack() && saved.shape().size() >= 2 && l.outer % saved.shape()[0] == 0)
+            return {backward_by_sample(g, saved)};
         const Tensor y = ctx.unpack("y").contiguous();
         RAZOR_CHECK(g.shape() == y.shape()) << op() << " backward: " << shape_str(g.shape()) << " vs " << shape_str(y.shape());
         Tensor gx = Tensor::empty(y.shape());
@@ -184,13 +191,38 @@ struct SoftmaxBackward final : Node {
         else backward_strided(g.f32(), y.f32(), gx.f32(), l, log);
         return {gx};
     }
+
+    // P saved in a form that expands one sample at a time (attention's P as dense int8): each thread expands one
+    // sample's rows into a small scratch and runs the same row kernel on them, so the backward holds g, gx and
+    // two samples of P, not a third (B, h, N, N) buffer (vit_b_16 at batch 16: 3.7 MB, not 29.8 MB).
+    Tensor backward_by_sample(const Tensor& g, const SavedTensor& saved) const {
+        RAZOR_CHECK(g.shape() == saved.shape()) << op() << " backward: " << shape_str(g.shape()) << " vs " << shape_str(saved.shape());
+        Tensor gx = Tensor::empty(saved.shape());
+        const int64_t samples = saved.shape()[0], rows = l.outer / samples, per_sample = rows * l.dim;
+        const int64_t chunks = std::min<int64_t>(samples, num_threads());
+        Tensor scratch = Tensor::empty({chunks, per_sample});   // one sample of P per chunk
+        const Layout one{rows, l.dim, 1};
+#pragma omp parallel for schedule(static, 1) if (chunks > 1)
+        for (int64_t c = 0; c < chunks; ++c) {
+            float* y = scratch.f32() + c * per_sample;
+            for (int64_t n = samples * c / chunks; n < samples * (c + 1) / chunks; ++n) {
+                saved.unpack_rows(n, 1, y);
+                backward_rows(g.f32() + n * per_sample, y, gx.f32() + n * per_sample, one, log);
+            }
+        }
+        return gx;
+    }
 };
 
-Tensor softmax_impl(const Tensor& x_in, int64_t dim, bool log) {
+// overwrite_x: y is written over x's values in its storage (softmax(Tensor&&)). Each element of x is read before
+// its own y is written and never after (the forward's second pass reads x[d] and writes y[d]; the third reads only
+// y), so the kernels run in place unchanged. log_softmax's third pass reads x again: it never overwrites.
+Tensor softmax_impl(const Tensor& x_in, int64_t dim, bool log, bool overwrite_x = false) {
     const char* op = log ? "log_softmax" : "softmax";
     const Layout l = layout_of(x_in, dim, op);
     const Tensor x = x_in.contiguous();
-    Tensor y = Tensor::empty(x.shape());
+    Tensor y = overwrite_x ? x.detach() : Tensor::empty(x.shape());
+    if (overwrite_x) y.bump_version();
     if (l.numel() > 0) {
         if (l.inner == 1) forward_rows(x.f32(), y.f32(), l, log);
         else forward_strided(x.f32(), y.f32(), l, log);
@@ -206,6 +238,12 @@ Tensor softmax_impl(const Tensor& x_in, int64_t dim, bool log) {
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false); }
+
+// Nothing saves x (softmax's backward needs only P), so once the caller has given x up its buffer can hold P.
+Tensor softmax(Tensor&& x, int64_t dim) {
+    const bool overwrite = x.defined() && x.dtype() == DType::F32 && x.sole_owner() && !anomaly_mode_enabled();
+    return softmax_impl(x, dim, false, overwrite);
+}
 Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
 
 }  // namespace razor

@@ -11,6 +11,9 @@
 namespace razor {
 
 Tensor softmax(const Tensor& x, int64_t dim);
+// The same, for an x the caller gives up (softmax(matmul(q, k^T), -1)): when x.sole_owner(), P is written over x's
+// values in its storage. Same values and gradients; otherwise (or in anomaly mode) the plain op.
+Tensor softmax(Tensor&& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 
 }  // namespace razor

@@ -24,6 +24,15 @@ public:
     mutable int calls = 0;
 };
 
+// Saves a copy of each tensor (as Back Razor's packed forms do): the tape holds no input's storage.
+class CopyingPolicy final : public SavePolicy {
+public:
+    std::string name() const override { return "copying"; }
+    std::unique_ptr<SavedTensor> pack(const Tensor& t, const SaveSite& site) const override {
+        return std::make_unique<DenseSaved>(t.clone(), std::string(site.op), true);
+    }
+};
+
 // relu(mul(a, b)) on n x n leaves: saves a, b (dense, 4 n^2 bytes each) and a 1-bit mask; 3 records.
 Tensor small_graph(int64_t n, uint64_t seed) {
     Tensor a = randn_leaf({n, n}, seed), b = randn_leaf({n, n}, seed + 1);
@@ -236,4 +245,28 @@ TEST_CASE("tape: SavePolicyGuard pops from the tape it pushed onto; push and pop
     CHECK_THROWS_WITH_AS(tape->pop_save_policy(), doctest::Contains("no policy pushed"), Error);
     CHECK_THROWS_WITH_AS(tape->push_save_policy(nullptr), doctest::Contains("null policy"), Error);
     CHECK_THROWS_WITH_AS(TapeScope(std::shared_ptr<Tape>()), doctest::Contains("TapeScope: null tape"), Error);
+}
+
+TEST_CASE("tape: the dense-equivalent counts a storage once per version: written over between two saves, it is two "
+          "tensors a dense tape would keep") {
+    TapeScope scope;
+    SavePolicyGuard guard(std::make_shared<CopyingPolicy>());
+    Tensor w = randn_leaf({8, 8}, 51);
+    const int64_t bytes = 8 * 8 * 4;
+    {   // one storage, one version, saved twice (mul's a and b): once
+        const Tensor x = mul(w, 1.f);
+        const Tensor y = mul(x, x);
+        CHECK(scope.tape().live().dense_bytes == bytes);
+        CHECK(scope.tape().live().stored_bytes == 2 * bytes);
+    }
+    {   // gelu saves x, then writes y over it; the second gelu saves y from the same storage at the next version
+        Tensor x = mul(w, 1.f);
+        const void* storage = x.storage().get();
+        const Tensor y = gelu(std::move(x));
+        REQUIRE(y.storage().get() == storage);
+        const Tensor z = gelu(y);
+        CHECK(scope.tape().live().dense_bytes == 2 * bytes);
+        CHECK(scope.tape().live().stored_bytes == 2 * bytes);
+    }
+    CHECK(scope.tape().live().items == 0);
 }

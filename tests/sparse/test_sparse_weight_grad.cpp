@@ -218,3 +218,63 @@ TEST_CASE("sparse gW: linear's backward reads a razored x sparse at r = 0.9 and 
         check_close(w.grad(), Tensor::from_vector({20, 32}, expected), 1e-4, 1e-4, "gW");
     }
 }
+
+namespace {
+// Every save as per-sample dense int8 (attention's Q, K, V, P under --razor-attn int8).
+class DenseInt8Policy final : public SavePolicy {
+public:
+    std::string name() const override { return "dense-i8"; }
+    std::unique_ptr<SavedTensor> pack(const Tensor& t, const SaveSite&) const override {
+        return DenseCodedTensor::pack(t, ValueCodec::I8);
+    }
+};
+}  // namespace
+
+TEST_CASE("matmul gb: a saved form that expands one sample at a time gives a^T g of the unpacked a, per matrix") {
+    Generator gen(6);
+    const Tensor a0 = Tensor::rand({3, 2, 5, 7}, gen), b0 = Tensor::randn({3, 2, 7, 4}, gen);   // P (B, h, N, N) x V
+    const Tensor g = Tensor::randn({3, 2, 5, 4}, gen);
+    for (bool needs_ga : {true, false}) {
+        INFO("a needs a gradient: " << needs_ga);
+        Tensor a = a0.clone(), b = b0.clone().requires_grad_();
+        if (needs_ga) a.requires_grad_();
+        {
+            SavePolicyGuard guard(std::make_shared<DenseInt8Policy>());
+            matmul(a, b).backward(g);
+        }
+        const Tensor u = DenseCodedTensor::pack(a0, ValueCodec::I8)->unpack();   // what backward reads
+        std::vector<float> expected(3 * 2 * 7 * 4, 0.f);
+        for (int64_t o = 0; o < 6; ++o)
+            for (int64_t k = 0; k < 7; ++k)
+                for (int64_t n = 0; n < 4; ++n) {
+                    double acc = 0;
+                    for (int64_t m = 0; m < 5; ++m) acc += double(u.f32()[(o * 5 + m) * 7 + k]) * g.f32()[(o * 5 + m) * 4 + n];
+                    expected[(o * 7 + k) * 4 + n] = static_cast<float>(acc);
+                }
+        check_close(b.grad(), Tensor::from_vector({3, 2, 7, 4}, expected), 1e-5, 1e-6, "gb");
+    }
+}
+
+TEST_CASE("softmax backward: a saved P that expands one sample at a time gives P (g - rowsum(g P)) of the unpacked P") {
+    Generator gen(7);
+    const Tensor x0 = Tensor::randn({3, 2, 5, 7}, gen), g = Tensor::randn({3, 2, 5, 7}, gen);
+    Tensor x = x0.clone().requires_grad_();
+    {
+        SavePolicyGuard guard(std::make_shared<DenseInt8Policy>());
+        softmax(x, -1).backward(g);
+    }
+    Tensor p;
+    {
+        NoGradGuard no_grad;
+        p = softmax(x0, -1);
+    }
+    const Tensor u = DenseCodedTensor::pack(p, ValueCodec::I8)->unpack();   // what backward reads
+    std::vector<float> expected(3 * 2 * 5 * 7);
+    for (int64_t row = 0; row < 3 * 2 * 5; ++row) {
+        const float *ur = u.f32() + row * 7, *gr = g.f32() + row * 7;
+        double dot = 0;
+        for (int64_t d = 0; d < 7; ++d) dot += double(gr[d]) * ur[d];
+        for (int64_t d = 0; d < 7; ++d) expected[row * 7 + d] = static_cast<float>(ur[d] * (gr[d] - dot));
+    }
+    check_close(x.grad(), Tensor::from_vector({3, 2, 5, 7}, expected), 1e-5, 1e-6, "gx");
+}

@@ -67,3 +67,36 @@ TEST_CASE("binary ops: scalar forms match PyTorch") {
         check_close(a.grad(), t.at(name + ".grad_a"), 1e-6, 1e-7, name + "_scalar grad");
     }
 }
+
+TEST_CASE("add(Tensor&&, b): the sum written over the a the caller gave up, b broadcast onto it; same values and "
+          "gradients; never over a shared a or an a that b would broadcast") {
+    Tensor w = randn_leaf({2, 5, 4}, 41), pos = randn_leaf({1, 5, 4}, 42);
+    const Tensor g = randn_leaf({2, 5, 4}, 43).detach();
+    const Tensor expected = add(mul(w, 3.f), pos);
+    expected.backward(g);
+    const std::vector<float> gw = w.grad().to_vector(), gpos = pos.grad().to_vector();
+    w.zero_grad(), pos.zero_grad();
+    Tensor a = mul(w, 3.f);   // fresh, with history: the residual stream
+    const void* storage = a.storage().get();
+    const Tensor y = add(std::move(a), pos);
+    CHECK(y.storage().get() == storage);
+    CHECK(y.to_vector() == expected.to_vector());
+    y.backward(g);
+    CHECK(w.grad().to_vector() == gw);
+    CHECK(pos.grad().to_vector() == gpos);
+    // A second handle on a: left as it was.
+    Tensor shared = mul(w, 3.f);
+    const Tensor keep = shared;
+    const std::vector<float> before = keep.to_vector();
+    const Tensor y2 = add(std::move(shared), pos);
+    CHECK(keep.to_vector() == before);
+    CHECK_FALSE(y2.same_storage(keep));
+    // b aliasing a: a + a from the inputs.
+    Tensor twice = mul(w, 1.f);
+    const Tensor alias = twice;
+    CHECK(add(std::move(twice), alias).to_vector() == mul(w, 2.f).to_vector());
+    // a smaller than the result: a fresh buffer of the broadcast shape.
+    const Tensor y3 = add(mul(pos, 1.f), mul(w, 1.f));
+    CHECK(y3.shape() == Shape{2, 5, 4});
+    CHECK(y3.to_vector() == add(w, pos).to_vector());
+}

@@ -6,6 +6,17 @@
 using namespace razor;
 using namespace razor::test;
 
+namespace {
+// Saves a copy of each tensor (as Back Razor's codes and fp16 copies do): nothing on the tape holds the input's storage.
+class CopyingPolicy final : public SavePolicy {
+public:
+    std::string name() const override { return "copying"; }
+    std::unique_ptr<SavedTensor> pack(const Tensor& t, const SaveSite& site) const override {
+        return std::make_unique<DenseSaved>(t.clone(), std::string(site.op), true);
+    }
+};
+}  // namespace
+
 TEST_CASE("gelu: gradcheck") {
     Tensor x = randn_leaf({4, 6}, 21, 2.f);
     gradcheck("gelu", [](const std::vector<Tensor>& in) { return gelu(in[0]); }, {x}, {.eps = 1e-3});
@@ -64,4 +75,32 @@ TEST_CASE("gelu: forward and derivative match the double-precision erf formula o
     INFO("worst relative error: y " << worst_y << ", dy/dx " << worst_g);
     CHECK(worst_y < 2e-5);
     CHECK(worst_g < 1e-5);
+}
+
+TEST_CASE("gelu(Tensor&&): y over x when the tape keeps a copy, a buffer of its own when it keeps x; same values and "
+          "gradients") {
+    Tensor w = randn_leaf({6, 10}, 23, 2.f);
+    const Tensor g = randn_leaf({6, 10}, 24).detach();
+    const Tensor expected = gelu(mul(w, 1.5f));
+    expected.backward(g);
+    const std::vector<float> expected_grad = w.grad().to_vector();
+    for (bool copying : {false, true}) {
+        INFO("policy " << (copying ? "copying" : "dense"));
+        w.zero_grad();
+        SavePolicyGuard guard(copying ? std::make_shared<CopyingPolicy>() : nullptr);
+        Tensor x = mul(w, 1.5f);   // fresh, with history: fc1's output
+        const void* storage = x.storage().get();
+        const Tensor y = gelu(std::move(x));
+        CHECK((y.storage().get() == storage) == copying);   // the dense tape holds x itself: never overwritten
+        CHECK(y.to_vector() == expected.to_vector());
+        y.backward(g);
+        CHECK(w.grad().to_vector() == expected_grad);
+    }
+    // A second handle: x stays as it was.
+    Tensor shared = mul(w, 1.5f);
+    const Tensor keep = shared;
+    const std::vector<float> before = keep.to_vector();
+    const Tensor y = gelu(std::move(shared));
+    CHECK(keep.to_vector() == before);
+    CHECK_FALSE(y.same_storage(keep));
 }

@@ -128,3 +128,28 @@ TEST_CASE("softmax, log_softmax: save the output (not the input) as an activatio
         CHECK(current_tape().live().stored_bytes == 0);
     }
 }
+
+TEST_CASE("softmax(Tensor&&): P written over the scores the caller gave up; same values and gradients; never over a "
+          "shared input") {
+    Tensor w = randn_leaf({3, 4, 9}, 37);
+    const Tensor expected = softmax(mul(w, 2.f), -1);
+    Tensor scores = mul(w, 2.f);   // fresh, with history: attention's Q K^T
+    const void* storage = scores.storage().get();
+    const Tensor p = softmax(std::move(scores), -1);
+    CHECK(p.storage().get() == storage);
+    CHECK(p.to_vector() == expected.to_vector());
+    const Tensor g = randn_leaf({3, 4, 9}, 38).detach();
+    p.backward(g);
+    const std::vector<float> grad = w.grad().to_vector();
+    w.zero_grad();
+    expected.backward(g);
+    CHECK(grad == w.grad().to_vector());
+    // A second handle: the scores stay as they were.
+    Tensor shared = mul(w, 2.f);
+    const Tensor keep = shared;
+    const std::vector<float> before = keep.to_vector();
+    const Tensor p2 = softmax(std::move(shared), 1);
+    CHECK(keep.to_vector() == before);
+    CHECK_FALSE(p2.same_storage(keep));
+    CHECK(p2.to_vector() == softmax(keep, 1).to_vector());
+}
