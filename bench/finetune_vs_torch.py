@@ -51,9 +51,12 @@ MODELS = "resnet18,resnet50,mobilenet_v2,vit_b_16"
 # The razor rows after razor dense: (label, flags). --rows replaces them (';'-separated flag lists).
 # "--razor 0.9" alone is the CLI's default tape (fp16 kept values, BN inputs per-channel int8).
 # "--step-in-backward": each parameter updated inside backward, its gradient freed at once (docs/optim.md).
+# "--razor-attn razored": attention's Q, K, V and P pruned as the reference does (smaller, less accurate than the
+# CLI's dense int8); run only for the ViTs, since a CNN has no attention and the row would repeat another.
 ROWS = ["--razor 0.9 --razor-values fp32", "--razor 0.9", "--razor 0.9 --razor-values int8", "--razor 0.9 --freeze-bn",
         "--razor 0.9 --razor-values int8 --freeze-bn", "--razor 0.9 --razor-values int8 --step-in-backward",
-        "--razor 0.9 --razor-values int8 --freeze-bn --step-in-backward"]
+        "--razor 0.9 --razor-values int8 --freeze-bn --step-in-backward",
+        "--razor 0.9 --razor-values int8 --razor-attn razored --step-in-backward"]
 MiB = stepbench.MiB
 
 
@@ -78,6 +81,8 @@ def plan(args, model, weights):
                                  extra=common)),
             ("razor dense", "dense", razor([]))]
     for flags in [r.strip() for r in args.rows.split(";") if r.strip()]:
+        if "--razor-attn" in flags.split() and not model.startswith("vit_"):
+            continue
         rows.append((f"razor {flags}", "razor", razor(flags.split())))
     return batch, rows
 
