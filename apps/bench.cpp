@@ -96,11 +96,10 @@ const FlagTable<BenchOptions>& bench_flags() {
 //                    to none), so at the tensor peak some are not alive yet: model_state counts them all, and
 //                    transient is low by as much, at most the parameter bytes. With --step-in-backward no gradient
 //                    outlives backward: model_state holds none, and those alive at the peak are transient
-//   allocator_cache  what the caching allocator holds from the OS beyond the tensor peak: cached free blocks and the
-//                    rounding of blocks up to their size class (core/allocator.h). os_bytes changes only when a block
-//                    comes from or goes back to the OS; with none in the timed steps (timed_os_allocations 0, and
-//                    os_bytes the same at their start and end) it is constant, so this is exact; otherwise the
-//                    larger of the two readings is used
+//   allocator_cache  what the caching allocator kept resident beyond the tensor peak: free space in segments whose
+//                    pages it has not given back, and the rounding of blocks up to their size class
+//                    (core/allocator.h): its highest resident bytes over the timed steps (peak_resident_bytes, an
+//                    upper bound) minus the tensor peak
 //   other            what the process holds outside tensor storage: code, libraries, thread stacks, Eigen's GEMM
 //                    packing buffers, std::vector temporaries, and whatever an earlier phase (model construction, the
 //                    warm-up) left resident: peak RSS minus the allocator's bytes, floored at 0
@@ -108,8 +107,7 @@ struct PeakSplit {
     int64_t model_state = 0, tape = 0, transient = 0, allocator_cache = 0, other = 0;
 };
 
-PeakSplit split_peak(const nn::Module& model, const optim::Optimizer& opt, int64_t tape_peak, int64_t os_bytes,
-                     int64_t peak_rss) {
+PeakSplit split_peak(const nn::Module& model, const optim::Optimizer& opt, int64_t tape_peak, int64_t peak_rss) {
     PeakSplit s;
     for (const Tensor& p : model.parameters()) {
         s.model_state += static_cast<int64_t>(p.nbytes());
@@ -121,8 +119,9 @@ PeakSplit split_peak(const nn::Module& model, const optim::Optimizer& opt, int64
     const int64_t peak = memory_stats().peak_bytes;
     s.tape = tape_peak;
     s.transient = std::max<int64_t>(0, peak - s.model_state - s.tape);
-    s.allocator_cache = std::max<int64_t>(0, os_bytes - peak);
-    s.other = std::max<int64_t>(0, peak_rss - std::max(os_bytes, peak));
+    const int64_t resident = memory_stats().peak_resident_bytes;
+    s.allocator_cache = std::max<int64_t>(0, resident - peak);
+    s.other = std::max<int64_t>(0, peak_rss - std::max(resident, peak));
     return s;
 }
 
@@ -201,11 +200,11 @@ int bench(const BenchOptions& o) {
     TapeTotals tape;
     train::TapeMeter meter;
     int64_t os_allocations_at_warm = 0;   // tensor blocks the caching allocator had to take from the OS
-    int64_t os_bytes_at_warm = 0;         // what it held from the OS when the timed steps began
+    int64_t refaulted_at_warm = 0;        // released memory it had taken again when the timed steps began
     for (int64_t s = 0; s < warmup + steps; ++s) {
         if (s == warmup)
             reset_peak_memory(), os_allocations_at_warm = memory_stats().os_allocations,
-                                 os_bytes_at_warm = memory_stats().os_bytes;
+                                 refaulted_at_warm = memory_stats().refaulted_bytes;
         double elapsed = 0;
         for (int64_t i = 0; i < unit; ++i) {
             meter.begin_step();
@@ -222,8 +221,7 @@ int bench(const BenchOptions& o) {
     // One reading of the peak RSS for the split and the JSON, so the parts add up to exactly the figure reported
     // (read twice, building the JSON in between could raise the second reading).
     const int64_t peak_rss = peak_rss_bytes();
-    const PeakSplit split = split_peak(*model, opt, tape.stored_bytes, std::max(os_bytes_at_warm, memory_stats().os_bytes),
-                                       peak_rss);
+    const PeakSplit split = split_peak(*model, opt, tape.stored_bytes, peak_rss);
     std::vector<double> sorted = ms;
     std::sort(sorted.begin(), sorted.end());
     const size_t n = sorted.size();
@@ -250,6 +248,8 @@ int bench(const BenchOptions& o) {
                               {"timed_os_allocations", memory_stats().os_allocations - os_allocations_at_warm},
                               {"cached_bytes", memory_stats().cached_bytes},
                               {"os_bytes", memory_stats().os_bytes},
+                              {"released_bytes", memory_stats().released_bytes},
+                              {"timed_refaulted_bytes", memory_stats().refaulted_bytes - refaulted_at_warm},
                               {"peak_rss_bytes", peak_rss},
                               {"rss_split",
                                {{"model_state", split.model_state},

@@ -16,7 +16,13 @@
 //   the rest of that block stays free, and a freed block merges with its free neighbours. Memory the forward frees
 //   thus serves whatever size the backward asks for; a cache of size classes kept blocks of sizes nobody was asking
 //   for (resnet20 under Back Razor: peak RSS 119 MiB against a 69 MiB tensor peak; now 85-89 MiB).
-// What the allocator holds from the OS (live blocks, cached small blocks, segments whole) stays at most 5/4 of the
+// What the allocator keeps resident stays within 1/16 above the highest live_bytes seen: where free space in
+// segments would exceed that, the pages of the blocks freed longest ago go back to the OS with madvise
+// (MADV_DONTNEED), whole 2 MiB huge pages at a time; the blocks stay mapped and free, and taking them again faults
+// fresh pages in. Segments ask for transparent huge pages, so that costs one fault per 2 MiB; where the kernel has
+// none, free space is kept instead. (A request larger than every free block gets a new segment however much lies
+// free in pieces; this is what keeps those pieces from adding to the process peak.)
+// What the allocator maps from the OS (live blocks, cached small blocks, segments whole) stays at most 5/4 of the
 // highest live_bytes seen, plus what giving memory back was seen to cost, up to 3x: cached small classes and
 // wholly free segments, least recently used first, go back to the OS (munmap leaves the resident set at once); when
 // memory given back that way has to be mapped again, the budget grows by it, so a repeating step settles at the
@@ -45,13 +51,17 @@ struct MemoryStats {
     int64_t cached_bytes = 0;     // bytes in freed blocks kept for reuse (free space in segments included)
     int64_t os_bytes = 0;         // bytes held from the OS: live blocks (at their rounded size) + cached_bytes
     int64_t highest_live_bytes = 0;   // highest live_bytes since start (never reset): the base of the OS budget
+    int64_t released_bytes = 0;   // of cached_bytes, the free space whose pages went back to the OS (still mapped)
+    int64_t refaulted_bytes = 0;  // released bytes taken again since start: what giving pages back cost in faults
+    int64_t peak_resident_bytes = 0;   // highest os_bytes - released_bytes since the last reset_peak_memory(): the
+                                       // allocator's share of the process peak (an upper bound)
 };
 
 void* tracked_alloc(size_t bytes);          // throws razor::Error on failure, naming the size
 void tracked_free(void* ptr, size_t bytes);
 
 MemoryStats memory_stats();
-void reset_peak_memory();                   // peak := live, e.g. at the start of each training step
+void reset_peak_memory();   // peak := live and peak resident := resident, e.g. at the start of each training step
 
 // Gives every cached small block and every wholly free segment back to the OS (live blocks, and the free space
 // beside them in their segments, stay) and forgets what the budget learnt.
