@@ -249,6 +249,7 @@ int bench(const BenchOptions& o) {
                               {"cached_bytes", memory_stats().cached_bytes},
                               {"os_bytes", memory_stats().os_bytes},
                               {"released_bytes", memory_stats().released_bytes},
+                              {"gives_back_pages", memory_stats().gives_back_pages},
                               {"timed_refaulted_bytes", memory_stats().refaulted_bytes - refaulted_at_warm},
                               {"peak_rss_bytes", peak_rss},
                               {"rss_split",

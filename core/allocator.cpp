@@ -41,6 +41,9 @@ constexpr size_t kPage = 4096;                       // large blocks are whole p
 // pages, and taking it again costs one fault per 2 MiB. This VM measured 3.5 ms per MiB faulting 4 KiB pages in,
 // against 0.06 ms per MiB for huge pages (a 256 MiB touch after MADV_DONTNEED).
 constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
+// Segments from this size on check that they got huge pages; where fewer than half of one's bytes did, giving pages
+// back is turned off for the rest of the run (refaulting them would cost 4 KiB faults).
+constexpr size_t kHugeCheckBytes = size_t{8} << 20;
 // Segments are mapped in multiples of 1 MiB. Where free space ends up decides how much of it later requests can
 // use, so the unit moves the process peak: mobilenet_v2 at 224 px, batch 32, --razor 0.9 int8 held 797 MiB with
 // 2 MiB, 693 MiB with 256 KiB, 649 MiB with 1 MiB (resnet20: 89-90 MiB for all three).
@@ -129,8 +132,8 @@ State& state() {
     return *s;
 }
 
-int64_t read_status_kib(const char* key) {
-    std::ifstream status("/proc/self/status");
+int64_t read_proc_kib(const char* path, const char* key) {
+    std::ifstream status(path);
     std::string word;
     while (status >> word) {
         if (word == key) {
@@ -141,6 +144,9 @@ int64_t read_status_kib(const char* key) {
     }
     return 0;
 }
+
+// The process's anonymous memory backed by huge pages, in bytes.
+int64_t anon_huge_page_bytes() { return read_proc_kib("/proc/self/smaps_rollup", "AnonHugePages:"); }
 
 // The bound on what the allocator holds from the OS (live blocks, the cache, segments' free space): 5/4 of the
 // largest live set seen, raised by what giving memory back was seen to cost, up to 3x. No fixed factor fits every
@@ -369,8 +375,14 @@ void* alloc_large(State& s, size_t bytes, std::vector<Release>& released) {
     }
     give_back(released);
     released.clear();
+    // Whether the kernel delivers huge pages is checked on real segments (a few per run): THP can be enabled and
+    // still fall back to 4 KiB pages, e.g. when physical memory is too fragmented for 2 MiB pages.
+    const bool check_huge = s.release_pages && segment_bytes >= kHugeCheckBytes;
+    const int64_t huge_before = check_huge ? anon_huge_page_bytes() : 0;
     char* base = map_segment(segment_bytes);
+    const int64_t huge_gained = check_huge && base ? anon_huge_page_bytes() - huge_before : 0;
     std::lock_guard<std::mutex> lock(s.mutex);
+    if (check_huge && base && huge_gained < static_cast<int64_t>(segment_bytes / 2)) s.release_pages = false;
     if (!base) {
         s.os_bytes -= static_cast<int64_t>(segment_bytes), s.cached -= static_cast<int64_t>(segment_bytes);
         return nullptr;
@@ -449,7 +461,7 @@ MemoryStats memory_stats() {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
     return {s.live,      s.peak,     s.allocations, s.os_allocations, s.cached, s.os_bytes,
-            s.max_live,  s.released, s.refaulted,   s.peak_resident};
+            s.max_live,  s.released, s.refaulted,   s.peak_resident,    s.release_pages};
 }
 
 void reset_peak_memory() {
@@ -459,7 +471,7 @@ void reset_peak_memory() {
     s.peak_resident = resident(s);
 }
 
-int64_t peak_rss_bytes() { return read_status_kib("VmHWM:"); }
-int64_t current_rss_bytes() { return read_status_kib("VmRSS:"); }
+int64_t peak_rss_bytes() { return read_proc_kib("/proc/self/status", "VmHWM:"); }
+int64_t current_rss_bytes() { return read_proc_kib("/proc/self/status", "VmRSS:"); }
 
 }  // namespace razor

@@ -55,6 +55,8 @@ struct MemoryStats {
     int64_t refaulted_bytes = 0;  // released bytes taken again since start: what giving pages back cost in faults
     int64_t peak_resident_bytes = 0;   // highest os_bytes - released_bytes since the last reset_peak_memory(): the
                                        // allocator's share of the process peak (an upper bound)
+    bool gives_back_pages = false;     // whether free space's pages go back to the OS: the kernel has transparent
+                                       // huge pages, and the segments checked so far got them
 };
 
 void* tracked_alloc(size_t bytes);          // throws razor::Error on failure, naming the size
