@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/saved.h"
+#include "core/tensor.h"
+
 namespace razor::detail {
 
 bool conv2d_depthwise_supports(const ConvGeometry& g) { return g.groups == g.C; }
@@ -37,9 +40,10 @@ void conv2d_depthwise_forward(const ConvGeometry& g, const float* x /*(N, C, H, 
 
 // y[n, oc, oh, ow] = b[oc] + sum_{kh,kw} w[oc, kh, kw] x[n, oc/mult, oh*sh - ph + kh*dh, ow*sw - pw + kw*dw], so:
 //   gx[n, ic, ih, iw] = sum over the (oc, kh, kw, oh, ow) that read it of w[oc, kh, kw] gy[n, oc, oh, ow]  -- exact
-//   gw[oc, kh, kw]    = sum over n, oh, ow of gy[n, oc, oh, ow] x[n, ic, ih, iw]   -- summed over the batch here
-//                       (each thread owns whole output channels); exact for a dense x
+//   gw[oc, kh, kw]    = sum over n, oh, ow of gy[n, oc, oh, ow] x[n, ic, ih, iw]   -- summed over the batch here;
+//                       exact for a dense x
 void conv2d_depthwise_backward(const ConvGeometry& g, const float* x /*(N, C, H, W) or null*/,
+                               const SavedTensor* x_saved /*x compressed, when x is null and gw is wanted*/,
                                const float* w /*(OC, 1, KH, KW) or null*/, const float* gy /*(N, OC, OH, OW)*/,
                                float* gx /*(N, C, H, W) or null*/, float* gw /*(OC, 1, KH, KW) or null*/) {
     const int64_t mult = g.OC / g.C, ohw = g.ohw(), OW = g.OW, kk = g.kk();
@@ -69,28 +73,42 @@ void conv2d_depthwise_backward(const ConvGeometry& g, const float* x /*(N, C, H,
             }
     }
     if (gw) {
-#pragma omp parallel for schedule(static) if (big)
-        for (int64_t oc = 0; oc < g.OC; ++oc) {
-            std::vector<double> acc(static_cast<size_t>(kk), 0.0);   // (KH, KW)
-            for (int64_t n = 0; n < g.N; ++n) {
-                const float* xp = x + (n * g.C + oc / mult) * g.hw();
-                const float* gp = gy + (n * g.OC + oc) * ohw;
-                for_each_tap(g, [&](const ConvTap& t) {   // one float sum per (n, tap), added up in double
-                    float s = 0.f;
-                    for (int64_t oh = t.oh_lo; oh < t.oh_hi; ++oh) {
-                        const float* src = xp + (oh * g.sh + t.ih0) * g.W + t.iw0;
-                        const float* gr = gp + oh * OW;
-                        if (g.sw == 1) {
+        // One chunk of images per thread (batch_chunks), each with its own partial sums in double and, for a
+        // compressed x, one image expanded at a time into its scratch; the partials are added in chunk order.
+        const int64_t chunks = batch_chunks(g.N), image = g.C * g.hw(), kw_size = g.OC * kk;
+        std::vector<double> partial(static_cast<size_t>(chunks * kw_size), 0.0);   // (chunks, OC, KH, KW)
+        Tensor scratch = x ? Tensor() : Tensor::empty({chunks * image});           // (chunks, C, H, W)
+#pragma omp parallel for schedule(static, 1) if (chunks > 1)
+        for (int64_t c = 0; c < chunks; ++c) {
+            double* acc = partial.data() + c * kw_size;
+            float* x_img = x ? nullptr : scratch.f32() + c * image;
+            for (int64_t n = g.N * c / chunks; n < g.N * (c + 1) / chunks; ++n) {
+                const float* xn = x ? x + n * image : (x_saved->unpack_rows(n, 1, x_img), x_img);   // (C, H, W)
+#pragma omp parallel for schedule(static) if (chunks == 1 && big)
+                for (int64_t oc = 0; oc < g.OC; ++oc) {
+                    const float* xp = xn + (oc / mult) * g.hw();
+                    const float* gp = gy + (n * g.OC + oc) * ohw;
+                    for_each_tap(g, [&](const ConvTap& t) {   // one float sum per (n, tap), added up in double
+                        float s = 0.f;
+                        for (int64_t oh = t.oh_lo; oh < t.oh_hi; ++oh) {
+                            const float* src = xp + (oh * g.sh + t.ih0) * g.W + t.iw0;
+                            const float* gr = gp + oh * OW;
+                            if (g.sw == 1) {
 #pragma omp simd reduction(+ : s)
-                            for (int64_t ow = t.ow_lo; ow < t.ow_hi; ++ow) s += gr[ow] * src[ow];
-                        } else {
-                            for (int64_t ow = t.ow_lo; ow < t.ow_hi; ++ow) s += gr[ow] * src[ow * g.sw];
+                                for (int64_t ow = t.ow_lo; ow < t.ow_hi; ++ow) s += gr[ow] * src[ow];
+                            } else {
+                                for (int64_t ow = t.ow_lo; ow < t.ow_hi; ++ow) s += gr[ow] * src[ow * g.sw];
+                            }
                         }
-                    }
-                    acc[static_cast<size_t>(t.kh * g.KW + t.kw)] += s;
-                });
+                        acc[oc * kk + t.kh * g.KW + t.kw] += s;
+                    });
+                }
             }
-            for (int64_t k = 0; k < kk; ++k) gw[oc * kk + k] = static_cast<float>(acc[static_cast<size_t>(k)]);
+        }
+        for (int64_t i = 0; i < kw_size; ++i) {
+            double sum = 0.0;
+            for (int64_t c = 0; c < chunks; ++c) sum += partial[static_cast<size_t>(c * kw_size + i)];
+            gw[i] = static_cast<float>(sum);
         }
     }
 }

@@ -120,7 +120,7 @@ void conv2d_backward_with(ConvAlgorithm algorithm, const ConvGeometry& g, const 
             if (gw) conv2d_winograd_weight_grad(g, x, x_saved, gy, gw);
             if (gx) conv2d_winograd_input_grad(g, w, gy, gx);
             return;
-        case ConvAlgorithm::Depthwise: return conv2d_depthwise_backward(g, x, w, gy, gx, gw);
+        case ConvAlgorithm::Depthwise: return conv2d_depthwise_backward(g, x, x_saved, w, gy, gx, gw);
     }
 }
 
@@ -165,8 +165,8 @@ struct Conv2dBackward final : Node {
             if (sparse && sparse_weight_grad_faster(geo, sparse->kept_fraction())) {
                 detail::conv2d_sparse_input_weight_grad(geo, *sparse, gy.f32(), gw.f32());
                 sparse_gw = true;
-            } else if (s.has_row_unpack() && algorithms.weight_grad != ConvAlgorithm::Depthwise) {
-                x_saved = &s;   // every family but Depthwise expands it one image at a time inside its gW loop
+            } else if (s.has_row_unpack()) {
+                x_saved = &s;   // every family expands it one image at a time inside its gW loop
             } else {
                 x = ctx.unpack("x").contiguous();
             }
