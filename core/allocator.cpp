@@ -351,6 +351,9 @@ void* alloc_small(State& s, size_t bytes, std::vector<Release>& released) {
 void* alloc_large(State& s, size_t bytes, std::vector<Release>& released) {
     const size_t size = (bytes + kPage - 1) / kPage * kPage;
     size_t segment_bytes = 0;
+    // Whether the kernel delivers huge pages is checked on real segments (a few per run): THP can be enabled and
+    // still fall back to 4 KiB pages, e.g. when physical memory is too fragmented for 2 MiB pages.
+    bool check_huge = false;
     {
         std::lock_guard<std::mutex> lock(s.mutex);
         Block probe{nullptr, size};
@@ -372,12 +375,10 @@ void* alloc_large(State& s, size_t bytes, std::vector<Release>& released) {
         release_until(s, resident_budget(std::max(s.max_live, s.live + static_cast<int64_t>(bytes))) - seg);
         s.os_bytes += seg, s.cached += seg;
         ++s.os_allocations;
+        check_huge = s.release_pages && segment_bytes >= kHugeCheckBytes;
     }
     give_back(released);
     released.clear();
-    // Whether the kernel delivers huge pages is checked on real segments (a few per run): THP can be enabled and
-    // still fall back to 4 KiB pages, e.g. when physical memory is too fragmented for 2 MiB pages.
-    const bool check_huge = s.release_pages && segment_bytes >= kHugeCheckBytes;
     const int64_t huge_before = check_huge ? anon_huge_page_bytes() : 0;
     char* base = map_segment(segment_bytes);
     const int64_t huge_gained = check_huge && base ? anon_huge_page_bytes() - huge_before : 0;
