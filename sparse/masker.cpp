@@ -61,32 +61,53 @@ Kernels kernels_for(Isa isa) {
 }
 
 // One pass over a sample: counts the keys above `hi` and writes the keys in [lo, hi] to `out` (in index order).
-// Returns the number written; `out` must have room for n.
+// Returns the number written; `out` must have room for n. Requires lo <= hi (both callers' brackets are).
+//
+// AVX-512: whole 16-lane chunks run unmasked. The count above hi accumulates per lane in a vector (a masked add,
+// no mask-to-register move on the loop's critical path), and the compressed candidates are stored as a whole
+// vector: `m` never exceeds the elements read so far, so [m, m + 16) stays inside out[0, n) while i + 16 <= n
+// (the lanes past the count are overwritten by the next chunk or never read). The last partial chunk is masked.
+// Counters live in registers: a counter whose address escapes is kept in memory, and its load-add-store was a
+// 5-cycle chain per chunk (5.8 GB/s per core, against 33 GB/s the core can read).
 int64_t bracket_pass(const float* x, int64_t n, uint32_t lo, uint32_t hi, uint32_t* out, int64_t& above,
                      Kernels kernels) {
+    RAZOR_CHECK(lo <= hi) << "masker: empty bracket [" << lo << ", " << hi << "]";
     int64_t m = 0, gt = 0;
     int64_t i = 0;
 #if RAZOR_MASKER_AVX512
     if (kernels == Kernels::Avx512) {
-        const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+        const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF), one = _mm512_set1_epi32(1);
         const __m512i vlo = _mm512_set1_epi32(static_cast<int>(lo)), vhi = _mm512_set1_epi32(static_cast<int>(hi));
-        for (; i < n; i += 16) {
+        const __m512i span = _mm512_set1_epi32(static_cast<int>(hi - lo));   // lo <= key <= hi  <=>  key - lo <= span
+        __m512i over = _mm512_setzero_si512();                               // per-lane count of keys > hi
+        for (; i + 16 <= n; i += 16) {
+            const __m512i key = _mm512_and_si512(_mm512_loadu_si512(x + i), abs_mask);
+            over = _mm512_mask_add_epi32(over, _mm512_cmpgt_epu32_mask(key, vhi), over, one);
+            const __mmask16 hit = _mm512_cmple_epu32_mask(_mm512_sub_epi32(key, vlo), span);
+            _mm512_storeu_si512(out + m, _mm512_maskz_compress_epi32(hit, key));
+            m += std::popcount(static_cast<unsigned>(hit));
+        }
+        if (i < n) {
             const __mmask16 valid = valid_lanes(n - i);
             const __m512i key = _mm512_and_si512(_mm512_maskz_loadu_epi32(valid, x + i), abs_mask);
-            gt += std::popcount(static_cast<unsigned>(_mm512_mask_cmpgt_epu32_mask(valid, key, vhi)));
-            const __mmask16 hit = _mm512_mask_cmple_epu32_mask(_mm512_mask_cmpge_epu32_mask(valid, key, vlo), key, vhi);
+            over = _mm512_mask_add_epi32(over, _mm512_mask_cmpgt_epu32_mask(valid, key, vhi), over, one);
+            const __mmask16 hit = _mm512_mask_cmple_epu32_mask(valid, _mm512_sub_epi32(key, vlo), span);
             const int cnt = std::popcount(static_cast<unsigned>(hit));
             _mm512_mask_storeu_epi32(out + m, low_lanes(cnt), _mm512_maskz_compress_epi32(hit, key));
             m += cnt;
         }
-        above = gt;
+        // widen before summing: each lane's count fits 32 bits, the sum of 16 of them may not
+        above = _mm512_reduce_add_epi64(_mm512_cvtepu32_epi64(_mm512_castsi512_si256(over))) +
+                _mm512_reduce_add_epi64(_mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(over, 1)));
         return m;
     }
 #endif
 #if defined(RAZOR_X86_KERNELS)
     if (kernels == Kernels::Avx2) {   // the whole 8-lane chunks; the tail below
         i = n & ~int64_t{7};
-        m = detail::bracket_pass_avx2(x, i, lo, hi, out, gt);
+        int64_t gt_chunks = 0;        // its own counter: gt's address must not escape (see above)
+        m = detail::bracket_pass_avx2(x, i, lo, hi, out, gt_chunks);
+        gt = gt_chunks;
     }
 #else
     (void)kernels;
@@ -281,8 +302,22 @@ int64_t pack_sample(const float* x, int64_t n, const SampleThreshold& t, uint64_
 #if RAZOR_MASKER_AVX512
     if (kernels == Kernels::Avx512) {
         const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF), thr = _mm512_set1_epi32(static_cast<int>(threshold));
-        for (int64_t w = 0; w < words; ++w) {
+        // A whole word: four unmasked chunks, no per-chunk bounds. (The tie check stays: the threshold element
+        // itself is usually a tie to keep, so ties_left is 1 until the walk passes it, half of every sample.)
+        for (; w < words; ++w) {
             uint64_t word = 0;
+            if ((w + 1) * 64 <= n) {
+                for (int j = 0; j < 64; j += 16) {
+                    const __m512 v = _mm512_loadu_ps(x + w * 64 + j);
+                    const __mmask16 keep = keep_lanes(v, __mmask16(0xFFFF), abs_mask, thr, ties_left);
+                    const int cnt = std::popcount(static_cast<unsigned>(keep));
+                    store_chunk(values + out, keep, v, cnt);
+                    out += cnt;
+                    word |= static_cast<uint64_t>(keep) << j;
+                }
+                bits[w] = word;
+                continue;
+            }
             for (int64_t j = 0; j < 64 && w * 64 + j < n; j += 16) {
                 const int64_t base = w * 64 + j;
                 const __mmask16 valid = valid_lanes(n - base);
