@@ -27,19 +27,17 @@ std::unique_ptr<ChannelInt8Tensor> ChannelInt8Tensor::pack(const Tensor& x_in) {
     float* qp = static_cast<float*>(storage->data);                   // (C, 2)
     uint8_t* codes = static_cast<uint8_t*>(storage->data) + 8 * C;    // (n)
     const float* px = x.f32();
-    // Pass 1: each channel's min and max over its M = N*S values.
+    // One task per channel: its min and max over its M = N*S values, then its codes. The second walk over the
+    // channel's N rows of S values finds them in cache (a channel is 1.6 MB at most in mobilenet_v2 at 224 px,
+    // batch 32), where two passes over the whole tensor read it from memory twice.
 #pragma omp parallel for schedule(static) if (n > kParallelWork && C > 1)
     for (int64_t c = 0; c < C; ++c) {
         float mn = 0.f, mx = 0.f;
         if (N * S > 0) mn = mx = px[c * S];
         for (int64_t r = 0; r < N; ++r) extend_range(px + (r * C + c) * S, S, mn, mx);
-        qp[2 * c] = mn, qp[2 * c + 1] = (mx - mn) / 255.f;
-    }
-    // Pass 2: the codes, one (n, c) row of S values per task.
-#pragma omp parallel for schedule(static) if (n > kParallelWork)
-    for (int64_t r = 0; r < N * C; ++r) {
-        const int64_t c = r % C;
-        quantize_u8(px + r * S, S, qp[2 * c], qp[2 * c + 1], codes + r * S);
+        const float lo = mn, step = (mx - mn) / 255.f;
+        qp[2 * c] = lo, qp[2 * c + 1] = step;
+        for (int64_t r = 0; r < N; ++r) quantize_u8(px + (r * C + c) * S, S, lo, step, codes + (r * C + c) * S);
     }
     return std::unique_ptr<ChannelInt8Tensor>(new ChannelInt8Tensor(x.shape(), N, C, S, std::move(storage)));
 }

@@ -97,7 +97,7 @@ int64_t bracket_pass(const float* x, int64_t n, uint32_t lo, uint32_t hi, uint32
             m += cnt;
         }
         // widen before summing: each lane's count fits 32 bits, the sum of 16 of them may not
-        above = _mm512_reduce_add_epi64(_mm512_cvtepu32_epi64(_mm512_castsi512_si256(over))) +
+        above = _mm512_reduce_add_epi64(_mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(over, 0))) +
                 _mm512_reduce_add_epi64(_mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(over, 1)));
         return m;
     }

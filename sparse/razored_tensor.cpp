@@ -187,7 +187,20 @@ void affine_u8_params(const float* v, int64_t n, float& lo, float& step) {
 
 void quantize_u8(const float* v, int64_t n, float lo, float step, uint8_t* codes) {
     const float inv = step > 0.f ? 1.f / step : 0.f;
-    for (int64_t i = 0; i < n; ++i) {
+    int64_t i = 0;
+#if defined(RAZOR_UNPACK_AVX512)
+    // The scalar loop's arithmetic 16 lanes at a time (a subtract, then a multiply; round to nearest even; clamp),
+    // so the codes are identical. GCC's own vectorisation of the loop below ran at about 1.3 values per cycle.
+    const __m512 vlo = _mm512_set1_ps(lo), vinv = _mm512_set1_ps(inv);
+    const __m512 zero = _mm512_setzero_ps(), top = _mm512_set1_ps(255.f);
+    for (; i + 16 <= n; i += 16) {
+        const __m512 q = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(v + i), vlo), vinv),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        const __m512i k = _mm512_cvttps_epi32(_mm512_min_ps(_mm512_max_ps(q, zero), top));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i), _mm512_cvtepi32_epi8(k));
+    }
+#endif
+    for (; i < n; ++i) {
         // round to nearest (even), clamped: values at max can land on 255.000x through the reciprocal
         const float q = std::nearbyint((v[i] - lo) * inv);
         codes[i] = static_cast<uint8_t>(std::clamp(q, 0.f, 255.f));

@@ -77,6 +77,34 @@ TEST_CASE("channel int8: n + 8 C bytes; |unpack - x| <= step_c / 2 with step_c =
     CHECK_THROWS_AS(ChannelInt8Tensor::pack(Tensor::ones({8})), Error);
 }
 
+TEST_CASE("int8 codes: quantize_u8 rounds to nearest even and clamps, in its SIMD body and its tail alike") {
+    // Every codec's int8 codes come from quantize_u8; its vector body must give the codes of the scalar rule
+    // round((v - lo) / step) clamped to [0, 255], computed as (v - lo) * (1 / step) in fp32.
+    const float lo = -3.f, step = 0.25f;   // exact in binary: the halves below are exact ties
+    std::vector<float> v;
+    for (int code = 0; code <= 255; ++code) {
+        const float at = lo + step * static_cast<float>(code);
+        v.insert(v.end(), {at, at + 0.5f * step, at - 0.5f * step, at + 0.49f * step});
+    }
+    v.insert(v.end(), {lo - 10.f, lo + 1000.f, -0.f, 0.f});   // clamped low and high
+    for (int64_t n : {int64_t(v.size()), int64_t(v.size()) - 5, int64_t{15}, int64_t{1}}) {
+        std::vector<uint8_t> codes(static_cast<size_t>(n));
+        quantize_u8(v.data(), n, lo, step, codes.data());
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            const float q = std::nearbyint((v[i] - lo) * (1.f / step));
+            wrong += codes[i] != static_cast<uint8_t>(std::clamp(q, 0.f, 255.f));
+        }
+        CHECK(wrong == 0);
+    }
+    // Ties go to the even code: 2.5 -> 2, 3.5 -> 4.
+    const float ties[2] = {lo + 2.5f * step, lo + 3.5f * step};
+    uint8_t out[2];
+    quantize_u8(ties, 2, lo, step, out);
+    CHECK(out[0] == 2);
+    CHECK(out[1] == 4);
+}
+
 TEST_CASE("channel int8: every channel keeps its resolution, where the per-sample code of dense_coded.h does not") {
     // The narrowest channel (std 0.1) next to one of std 100: in x_hat units (divided by the channel's std), the
     // per-channel error stays below ~0.02, the per-sample one is of order 1.
