@@ -208,7 +208,8 @@ void evict_until(State& s, size_t keep, Over over, std::vector<Release>& out) {
 // mobilenet_v2 at 224 px, batch 32, asked for 147 MiB while 140 MiB lay free in pieces, and the new segment raised
 // the process peak by all of it. Giving that free space's pages back keeps the peak near the live set (there:
 // 574 -> 460 MiB with --razor 0.9 int8 --freeze-bn), at the cost of faulting pages in again when it is reused
-// (about 0.8 GiB a step there, some 50 ms on huge pages, within the step's noise).
+// (with trainable BN, about 0.56 GiB a step: some 35 ms of page clearing, and 60-110 ms of a 0.9-1 s step in
+// wall-clock on the 2-core VM; docs/ops.md "Free space goes back in huge pages").
 int64_t resident_budget(int64_t max_live) { return max_live + max_live / 16; }
 int64_t resident(const State& s) { return s.os_bytes - s.released; }
 
