@@ -153,7 +153,7 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
                             "tensors were freed after the first backward; hint: call backward(gradient, "
                             "/*retain_graph=*/true) the first time, or run the forward again"));
 
-        std::vector<Tensor> grads = node->backward(grad_output);
+        std::vector<Tensor> grads = node->backward_consuming(std::move(grad_output));
         RAZOR_CHECK_EQ(grads.size(), node->num_inputs()) << "node " << node->op() << " returned a wrong count";
         if (!retain_graph) node->ctx.release();
         if (anomaly_mode_enabled()) detail::anomaly_check_backward(node->op(), node->module_path(), grads);

@@ -14,6 +14,9 @@
 //   * Each node's saved state is freed right after its backward (retain_graph=false). A second backward
 //     through the same graph is then an error that says so.
 //   * Backward runs with grad mode off: gradients have no history (no double backward).
+//   * The walk hands each node its output's gradient (Node::backward_consuming); ReLU and BatchNorm write their
+//     input's gradient over it when nothing else holds it (a gradient shared by two inputs, or a seed the caller
+//     passed and still holds, is left alone). Fewer activation-sized gradients are alive at once.
 //   * Writing in place into a tensor some node saved makes that node's backward throw, naming the op.
 //   * A leaf's post-accumulate-grad hooks (Tensor::register_post_accumulate_grad_hook) run once per backward,
 //     right after its last gradient of that backward was added, while the walk goes on to earlier nodes.
@@ -40,6 +43,11 @@ public:
     // grad_output has the output's shape. Returns one gradient per input, in input order; an undefined Tensor
     // for inputs that need none (see needs_grad(i)). Shapes must equal the inputs' shapes (the engine checks).
     virtual std::vector<Tensor> backward(const Tensor& grad_output) = 0;
+    // What the walk calls: grad_output is handed over, and nothing else reads it afterwards. A node whose input
+    // gradient is elementwise in grad_output (a ReLU's mask, BatchNorm's second pass) overrides this to write that
+    // gradient over grad_output's buffer when grad_output.sole_owner(), so the two never take memory at once. The
+    // default is backward().
+    virtual std::vector<Tensor> backward_consuming(Tensor&& grad_output) { return backward(grad_output); }
 
     const std::string& op() const { return op_; }
     const std::string& module_path() const { return module_path_; }

@@ -19,7 +19,8 @@ class BatchNorm2d : public Module {
 public:
     explicit BatchNorm2d(int64_t num_features, float eps = 1e-5f, float momentum = 0.1f, bool affine = true);
     Tensor forward(const Tensor& x) override;
-    // For an x the caller gives up: in eval mode with frozen weights (--freeze-bn) y is written over x.
+    // For an x the caller gives up: y is written over x in eval mode with frozen weights (--freeze-bn), and in
+    // training when the save policy keeps a code or copy of x rather than x itself (Back Razor's BN inputs).
     Tensor forward_consuming(Tensor&& x) override;
     // relu(forward(x)) as one fused op (core/ops/batch_norm.h batch_norm_relu): same values and saves, fewer passes
     // over memory. Runs in this module's scope (its name, save policy and forward observer), as operator() does.

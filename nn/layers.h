@@ -21,6 +21,7 @@ public:
 class ReLU6 : public Module {
 public:
     Tensor forward(const Tensor& x) override { return relu6(x); }
+    Tensor forward_consuming(Tensor&& x) override { return relu6(std::move(x)); }   // y over x: only a mask is saved
     std::string type_name() const override { return "ReLU6"; }
 };
 

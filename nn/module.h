@@ -54,8 +54,8 @@ public:
     Tensor operator()(const Tensor& x);   // call(x, forward(x))
     // The same call for an x the caller gives up (a temporary, as in bn(conv(x)), or std::move(h)): the module may
     // write its result into x's storage when nothing else holds it (Tensor::sole_owner). Same values and gradients.
-    // Those that override forward_consuming: BatchNorm2d (eval mode, frozen weights), GELU, MultiheadAttention and
-    // the transformer blocks; the rest run forward(x). Sequential gives each child's output up to the next. Under a
+    // Those that override forward_consuming: BatchNorm2d (eval mode with frozen weights; training when the tape
+    // keeps a code of x), ReLU6, GELU, MultiheadAttention and the transformer blocks; the rest run forward(x). Sequential gives each child's output up to the next. Under a
     // ForwardObserverGuard the call is operator()(const Tensor&): the observer reads x after forward.
     Tensor operator()(Tensor&& x);        // call(x, forward_consuming(std::move(x)))
     virtual Tensor forward_consuming(Tensor&& x) { return forward(x); }

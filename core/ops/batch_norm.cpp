@@ -13,7 +13,8 @@
 //             2. y = relu(x a + b) with a = w rstd, b = bias - mean a, and the 1-bit mask of y > 0, one
 //               flat pass (the mask words are written from the block of y just computed, still in cache)
 //   backward  1. per-channel Σ gm and Σ gm x_hat with gm = g * mask (mask = all ones without the ReLU)
-//             2. gx = w rstd (gm - Σgm/M - x_hat Σ(gm x_hat)/M)
+//             2. gx = w rstd (gm - Σgm/M - x_hat Σ(gm x_hat)/M), written over g when the walk hands g over and
+//                nothing else holds it (Node::backward_consuming), so g and gx are never both alive
 // Reductions run in parallel over (channel, chunk of whole images) tasks, not only over channels (16 channels on
 // 2 threads would balance, but 3 channels on 2 would not, and the tasks also keep each pass's working set small).
 // A chunk's length depends on N and S only, and its partial sums (float over <= 256 values, then double) are added
@@ -188,10 +189,19 @@ struct BatchNormBackward final : Node {
     bool relu = false;             // batch_norm_relu: g is first masked by the saved y > 0 bits
     float eps = 1e-5f;
 
-    std::vector<Tensor> backward(const Tensor& g_in) override {
+    std::vector<Tensor> backward(const Tensor& g_in) override { return run(g_in, false); }
+    // Handed g and its sole owner, gx is written over it: pass 1 has read all of g before pass 2 writes, and pass 2
+    // reads each element before it writes the same one.
+    std::vector<Tensor> backward_consuming(Tensor&& g_in) override {
+        const bool overwrite = g_in.sole_owner() && g_in.dtype() == DType::F32 && !anomaly_mode_enabled();
+        return run(g_in, overwrite);
+    }
+
+private:
+    std::vector<Tensor> run(const Tensor& g_in, bool overwrite_g) {
         Tensor g = g_in.contiguous();   // (N, C, S)
         const bool want_x = needs_grad(0), want_w = needs_grad(1), want_b = needs_grad(2);
-        Tensor gx = want_x ? Tensor::empty(g.shape()) : Tensor();          // (N, C, S)
+        Tensor gx = want_x ? (overwrite_g ? g : Tensor::empty(g.shape())) : Tensor();   // (N, C, S)
         Tensor gw = want_w ? Tensor::empty({C}) : Tensor();                // (C)
         Tensor gb = want_b ? Tensor::empty({C}) : Tensor();                // (C)
         const bool need_xhat = want_x || want_w;
@@ -295,9 +305,16 @@ struct BatchNormBackward final : Node {
     }
 };
 
+// Where y goes. OverX: into x's storage (the caller gave x up and nothing of x is saved). OverXUnlessSaved: the
+// save of x comes first and decides, as in gelu(Tensor&&): a tape that keeps x itself (the dense tape) holds its
+// storage, and y takes a buffer of its own; one that keeps a code or a copy (Back Razor's per-channel int8, fp16,
+// razored) needs x's values no more once it has saved, and y is written over them, so the conv-BN pair of a
+// training step costs one activation buffer, not two.
+enum class Output { Fresh, OverX, OverXUnlessSaved };
+
 Tensor batch_norm_impl(const char* op, const Tensor& x_in, const Tensor& weight, const Tensor& bias,
                        const Tensor& running_mean, const Tensor& running_var, bool training, float momentum, float eps,
-                       bool relu, bool overwrite_x = false) {
+                       bool relu, Output output = Output::Fresh) {
     if (!x_in.defined()) throw Error(fmt(op, ": x is undefined"));
     if (x_in.dtype() != DType::F32) throw Error(fmt(op, ": expected x f32, got ", dtype_name(x_in.dtype())));
     if (x_in.dim() < 2 || x_in.dim() > 4)
@@ -326,8 +343,6 @@ Tensor batch_norm_impl(const char* op, const Tensor& x_in, const Tensor& weight,
                         "; hint: use a batch of more than one sample, or eval mode"));
 
     Tensor x = x_in.contiguous();   // (N, C, S)
-    // overwrite_x: y takes x's storage; write_output reads each element before writing it.
-    Tensor y = overwrite_x ? x.detach() : Tensor::empty(x.shape());
     Tensor mean = Tensor::empty({C}), rstd = Tensor::empty({C});   // (C): batch stats (training only)
     const float* px = x.f32();
     const bool update = training && running_mean.defined();
@@ -378,12 +393,11 @@ Tensor batch_norm_impl(const char* op, const Tensor& x_in, const Tensor& weight,
         running_var.bump_version();
     }
 
-    // Pass 2 (and the ReLU's mask, only when a node will be recorded to keep it).
-    BitMask mask = relu && any_requires_grad({x, weight, bias}) ? BitMask(x.numel()) : BitMask();
-    write_output(px, y.f32(), mask.size() ? mask.words() : nullptr, N, C, S, A, B, relu);
-    if (overwrite_x) y.bump_version();
-
-    if (auto node = record<BatchNormBackward>(op, {x, weight, bias}, y)) {
+    // The node and its saves (the ReLU's mask comes after pass 2, which computes it). `out` is the node's output:
+    // y, or for OverXUnlessSaved a throwaway alias of x until y exists.
+    const auto record_node = [&](const Tensor& out) {
+        auto node = record<BatchNormBackward>(op, {x, weight, bias}, out);
+        if (!node) return node;
         node->N = N, node->C = C, node->S = S, node->training = training, node->eps = eps, node->relu = relu;
         const bool want_x = node->needs_grad(0), want_w = node->needs_grad(1);
         if (want_x && weight.defined()) node->ctx.save("weight", weight, SaveRole::Parameter);
@@ -400,8 +414,26 @@ Tensor batch_norm_impl(const char* op, const Tensor& x_in, const Tensor& weight,
             }
             if (want_x || want_w) node->ctx.save("running_var", running_var, SaveRole::Parameter);
         }
-        if (relu) node->ctx.save_mask("mask", std::move(mask), y.shape());
+        return node;
+    };
+    std::shared_ptr<BatchNormBackward> node;
+    bool over_x = output == Output::OverX;
+    if (output == Output::OverXUnlessSaved) {
+        node = record_node(x.detach());
+        over_x = x.storage().use_count() == 1;   // not held by the tape
     }
+    // Pass 2 (and the ReLU's mask, only when a node will be recorded to keep it). write_output reads each element
+    // before writing it, so y may be x itself.
+    Tensor y = over_x ? x.detach() : Tensor::empty(x.shape());
+    BitMask mask = relu && any_requires_grad({x, weight, bias}) ? BitMask(x.numel()) : BitMask();
+    write_output(px, y.f32(), mask.size() ? mask.words() : nullptr, N, C, S, A, B, relu);
+    if (over_x) y.bump_version();
+    if (output == Output::OverXUnlessSaved) {
+        if (node) y.set_grad_fn(node);
+    } else {
+        node = record_node(y);
+    }
+    if (node && relu) node->ctx.save_mask("mask", std::move(mask), y.shape());
     return y;
 }
 
@@ -419,24 +451,27 @@ Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias
 }
 
 namespace {
-// Whether batch_norm may write y over an x the caller gave up: in eval mode nothing of x is saved when the weight is
-// frozen or nothing is recorded at all (grad mode off: evaluation, prediction).
-bool may_overwrite(const Tensor& x, const Tensor& weight, bool training) {
+// Where batch_norm may write the y of an x the caller gave up. In eval mode nothing of x is saved when the weight is
+// frozen or nothing is recorded at all (grad mode off: evaluation, prediction): over x. In training, when the save
+// of x does not keep x itself (OverXUnlessSaved).
+Output output_for(const Tensor& x, const Tensor& weight, bool training) {
+    if (!x.defined() || x.dtype() != DType::F32 || !x.sole_owner() || anomaly_mode_enabled()) return Output::Fresh;
+    if (training) return grad_enabled() ? Output::OverXUnlessSaved : Output::OverX;
     const bool saves_x = grad_enabled() && weight.defined() && weight.requires_grad();
-    return !training && !saves_x && x.defined() && x.dtype() == DType::F32 && x.sole_owner() && !anomaly_mode_enabled();
+    return saves_x ? Output::Fresh : Output::OverX;
 }
 }  // namespace
 
 Tensor batch_norm(Tensor&& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                   const Tensor& running_var, bool training, float momentum, float eps) {
     return batch_norm_impl("batch_norm", x, weight, bias, running_mean, running_var, training, momentum, eps, false,
-                           may_overwrite(x, weight, training));
+                           output_for(x, weight, training));
 }
 
 Tensor batch_norm_relu(Tensor&& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                        const Tensor& running_var, bool training, float momentum, float eps) {
     return batch_norm_impl("batch_norm_relu", x, weight, bias, running_mean, running_var, training, momentum, eps,
-                           true, may_overwrite(x, weight, training));
+                           true, output_for(x, weight, training));
 }
 
 }  // namespace razor

@@ -26,9 +26,12 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
 Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                        const Tensor& running_var, bool training, float momentum = 0.1f, float eps = 1e-5f);
 
-// The two for an x the caller gives up (bn(conv(x)): a temporary, or std::move). In eval mode with the weight frozen
-// (undefined or not requiring grad), or with grad mode off (evaluation), nothing of x is saved, so when
-// x.sole_owner() y is written over x in its storage: the conv-BN pair then costs one activation buffer, not two.
+// The two for an x the caller gives up (bn(conv(x)): a temporary, or std::move). When x.sole_owner(), y is written
+// over x in its storage, and the conv-BN pair costs one activation buffer, not two, wherever x's values are not
+// needed afterwards:
+//   * eval mode with the weight frozen (undefined or not requiring grad), or grad mode off: nothing of x is saved;
+//   * training: x is saved first, and y goes over x unless the save kept x itself (the dense tape does; Back
+//     Razor's per-channel int8, fp16 or razored BN inputs keep a code or a copy).
 // Otherwise (or in anomaly mode) the plain op. Same values and gradients either way.
 Tensor batch_norm(Tensor&& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                   const Tensor& running_var, bool training, float momentum = 0.1f, float eps = 1e-5f);

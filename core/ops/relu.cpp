@@ -104,11 +104,19 @@ void masked_copy(const float* pg, const uint64_t* words, float* o, int64_t n) {
 }
 
 // gx = g * 1[y > 0]            (N...) -- exact; add_relu returns the same gx for a and for b; relu6: g * 1[0 < x < 6]
+// Handed g and its sole owner, gx is written over it (masked_copy reads each element before writing it).
 struct ReluBackward final : Node {
-    std::vector<Tensor> backward(const Tensor& g_in) override {
+    std::vector<Tensor> backward(const Tensor& g_in) override { return run(g_in, false); }
+    std::vector<Tensor> backward_consuming(Tensor&& g_in) override {
+        const bool overwrite = g_in.sole_owner() && g_in.dtype() == DType::F32 && !anomaly_mode_enabled();
+        return run(g_in, overwrite);
+    }
+
+private:
+    std::vector<Tensor> run(const Tensor& g_in, bool overwrite) {
         const BitMask& mask = ctx.mask("mask");
         Tensor g = g_in.contiguous();
-        Tensor gx = Tensor::empty(g.shape());
+        Tensor gx = overwrite ? g : Tensor::empty(g.shape());
         masked_copy(g.f32(), mask.words(), gx.f32(), g.numel());
         return std::vector<Tensor>(num_inputs(), gx);
     }
@@ -141,14 +149,24 @@ Tensor relu_impl(const char* op, const Tensor& a_in, const Tensor* b_in, bool ov
 
 Tensor relu(const Tensor& x) { return relu_impl("relu", x, nullptr); }
 
-Tensor relu6(const Tensor& x_in) {
+namespace {
+// overwrite_x: y takes x's storage (relu_pass reads each element before writing it; only the mask is saved).
+Tensor relu6_impl(const Tensor& x_in, bool overwrite_x) {
     if (x_in.dtype() != DType::F32) throw Error(fmt("relu6: expected an f32 tensor, got ", dtype_name(x_in.dtype())));
     const Tensor x = x_in.contiguous();
-    Tensor y = Tensor::empty(x.shape());
+    Tensor y = overwrite_x ? x.detach() : Tensor::empty(x.shape());
     BitMask mask(x.numel());
     relu_pass<true>(x.f32(), nullptr, y.f32(), mask.words(), x.numel());
+    if (overwrite_x) y.bump_version();
     if (auto node = record<ReluBackward>("relu6", {x}, y)) node->ctx.save_mask("mask", std::move(mask), y.shape());
     return y;
+}
+}  // namespace
+
+Tensor relu6(const Tensor& x) { return relu6_impl(x, false); }
+
+Tensor relu6(Tensor&& x) {
+    return relu6_impl(x, x.sole_owner() && x.dtype() == DType::F32 && !anomaly_mode_enabled());
 }
 
 Tensor add_relu(const Tensor& a, const Tensor& b) { return relu_impl("add_relu", a, &b); }

@@ -30,5 +30,8 @@ Tensor add_relu_channels(const Tensor& a, const std::vector<int64_t>& a_at, cons
 
 // min(max(x, 0), 6): MobileNetV2's activation. Gradient 1 strictly inside (0, 6), else 0 (as PyTorch's hardtanh).
 Tensor relu6(const Tensor& x);
+// The same for an x the caller gives up: y is written over x when x.sole_owner() (relu6 saves only its mask), so
+// BatchNorm -> ReLU6 costs one activation buffer, not two. Otherwise (or in anomaly mode) the plain op.
+Tensor relu6(Tensor&& x);
 
 }  // namespace razor

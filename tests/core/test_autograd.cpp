@@ -189,3 +189,34 @@ TEST_CASE("autograd: a later layer's hook runs before an earlier layer's gradien
     CHECK_THROWS_WITH_AS(x.register_post_accumulate_grad_hook([](const Tensor&) {}),
                          doctest::Contains("does not require grad"), Error);
 }
+
+TEST_CASE("autograd: ReLU and BatchNorm write their input's gradient over a handed-over gradient, never a shared one") {
+    Generator gen(3);
+    const Tensor x = Tensor::randn({4, 3, 5, 5}, gen).requires_grad_();
+    const Tensor w = Tensor::randn({3}, gen).requires_grad_(), b = Tensor::randn({3}, gen).requires_grad_();
+    const Tensor g = Tensor::randn({4, 3, 5, 5}, gen);
+    using Make = std::function<Tensor()>;
+    const std::vector<std::pair<const char*, Make>> ops = {
+        {"relu", [&] { return relu(x); }},
+        {"relu6", [&] { return relu6(mul(x, 4.f)); }},
+        {"batch_norm", [&] { return batch_norm(x, w, b, Tensor(), Tensor(), true, 0.1f, 1e-5f); }},
+        {"batch_norm_relu", [&] { return batch_norm_relu(x, w, b, Tensor(), Tensor(), true, 0.1f, 1e-5f); }},
+    };
+    for (const auto& [name, make] : ops) {
+        INFO(name);
+        const std::vector<float> reference = make().grad_fn()->backward(g)[0].to_vector();
+        // Handed over and held by nobody else: the result is the same values in the same buffer.
+        Tensor handed = g.clone();
+        const float* buffer = handed.f32();
+        const std::vector<Tensor> consumed = make().grad_fn()->backward_consuming(std::move(handed));
+        CHECK(consumed[0].f32() == buffer);
+        CHECK(consumed[0].to_vector() == reference);
+        // A second handle on it: left alone, and the result has its own buffer.
+        Tensor shared = g.clone();
+        const Tensor keep = shared;
+        const std::vector<Tensor> spared = make().grad_fn()->backward_consuming(std::move(shared));
+        CHECK_FALSE(spared[0].same_storage(keep));
+        CHECK(keep.to_vector() == g.to_vector());
+        CHECK(spared[0].to_vector() == reference);
+    }
+}
