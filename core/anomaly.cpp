@@ -78,6 +78,10 @@ AnomalyMode::~AnomalyMode() {
 
 bool anomaly_mode_enabled() { return t_anomaly != nullptr; }
 
+bool may_write_over(const Tensor& t) {
+    return t.defined() && t.dtype() == DType::F32 && t.sole_owner() && !anomaly_mode_enabled();
+}
+
 std::optional<NonFiniteReport> detect_anomaly(const std::function<void()>& step,
                                               std::vector<std::pair<std::string, Tensor>> named_leaves) {
     AnomalyMode anomaly(std::move(named_leaves));

@@ -69,6 +69,10 @@ private:
     const void* previous_;
 };
 bool anomaly_mode_enabled();
+// Whether an op may write its result over t, a tensor its caller gave up (an x passed as Tensor&&, or the gradient
+// the backward walk hands a node): t is defined, f32 and its storage's sole owner, and anomaly mode is off (its
+// checks read every op's inputs after the op has run). docs/ops.md "Writing over an input the caller gives up".
+bool may_write_over(const Tensor& t);
 
 // Runs `step` (typically zero_grad, forward, loss, backward) under AnomalyMode. Returns the first non-finite value
 // found, or nullopt when the step ran clean (then the fault did not reproduce, or lies outside autograd: an

@@ -192,10 +192,7 @@ struct BatchNormBackward final : Node {
     std::vector<Tensor> backward(const Tensor& g_in) override { return run(g_in, false); }
     // Handed g and its sole owner, gx is written over it: pass 1 has read all of g before pass 2 writes, and pass 2
     // reads each element before it writes the same one.
-    std::vector<Tensor> backward_consuming(Tensor&& g_in) override {
-        const bool overwrite = g_in.sole_owner() && g_in.dtype() == DType::F32 && !anomaly_mode_enabled();
-        return run(g_in, overwrite);
-    }
+    std::vector<Tensor> backward_consuming(Tensor&& g_in) override { return run(g_in, may_write_over(g_in)); }
 
 private:
     std::vector<Tensor> run(const Tensor& g_in, bool overwrite_g) {
@@ -455,7 +452,7 @@ namespace {
 // frozen or nothing is recorded at all (grad mode off: evaluation, prediction): over x. In training, when the save
 // of x does not keep x itself (OverXUnlessSaved).
 Output output_for(const Tensor& x, const Tensor& weight, bool training) {
-    if (!x.defined() || x.dtype() != DType::F32 || !x.sole_owner() || anomaly_mode_enabled()) return Output::Fresh;
+    if (!may_write_over(x)) return Output::Fresh;
     if (training) return grad_enabled() ? Output::OverXUnlessSaved : Output::OverX;
     const bool saves_x = grad_enabled() && weight.defined() && weight.requires_grad();
     return saves_x ? Output::Fresh : Output::OverX;

@@ -158,8 +158,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 // Add needs neither input in backward, so an `a` the caller gives up can hold the sum (the transformer's residual
 // stream h = x + attn(ln(x))). Only where a already has the result's shape; b may broadcast onto it.
 Tensor add(Tensor&& a, const Tensor& b) {
-    const bool overwrite = a.defined() && b.defined() && a.dtype() == DType::F32 && a.sole_owner() &&
-                           !a.same_storage(b) && !anomaly_mode_enabled() &&
+    const bool overwrite = may_write_over(a) && b.defined() && !a.same_storage(b) &&
                            broadcast_shapes(a.shape(), b.shape(), "add") == a.shape();
     Tensor out = broadcast_apply(a, b, "add", [](float x, float y) { return x + y; }, overwrite);
     record<AddBackward>("add", {a, b}, out);

@@ -105,7 +105,7 @@ Tensor gelu(const Tensor& x_in) {
 // two. record() links the node to a throwaway alias of x, and y is made the node's output once it exists.
 Tensor gelu(Tensor&& x_in) {
     check_input(x_in);
-    if (!x_in.sole_owner() || anomaly_mode_enabled()) return gelu(static_cast<const Tensor&>(x_in));
+    if (!may_write_over(x_in)) return gelu(static_cast<const Tensor&>(x_in));
     const Tensor x = std::move(x_in);
     const auto node = record<GeluBackward>("gelu", {x}, x.detach());
     if (node) node->ctx.save("x", x, SaveRole::GeluInput);

@@ -107,10 +107,7 @@ void masked_copy(const float* pg, const uint64_t* words, float* o, int64_t n) {
 // Handed g and its sole owner, gx is written over it (masked_copy reads each element before writing it).
 struct ReluBackward final : Node {
     std::vector<Tensor> backward(const Tensor& g_in) override { return run(g_in, false); }
-    std::vector<Tensor> backward_consuming(Tensor&& g_in) override {
-        const bool overwrite = g_in.sole_owner() && g_in.dtype() == DType::F32 && !anomaly_mode_enabled();
-        return run(g_in, overwrite);
-    }
+    std::vector<Tensor> backward_consuming(Tensor&& g_in) override { return run(g_in, may_write_over(g_in)); }
 
 private:
     std::vector<Tensor> run(const Tensor& g_in, bool overwrite) {
@@ -166,13 +163,13 @@ Tensor relu6_impl(const Tensor& x_in, bool overwrite_x) {
 Tensor relu6(const Tensor& x) { return relu6_impl(x, false); }
 
 Tensor relu6(Tensor&& x) {
-    return relu6_impl(x, x.sole_owner() && x.dtype() == DType::F32 && !anomaly_mode_enabled());
+    return relu6_impl(x, may_write_over(x));
 }
 
 Tensor add_relu(const Tensor& a, const Tensor& b) { return relu_impl("add_relu", a, &b); }
 
 Tensor add_relu(Tensor&& a, const Tensor& b) {
-    const bool overwrite = a.sole_owner() && a.dtype() == DType::F32 && !a.same_storage(b) && !anomaly_mode_enabled();
+    const bool overwrite = may_write_over(a) && !a.same_storage(b);
     return relu_impl("add_relu", a, &b, overwrite);
 }
 

@@ -241,7 +241,7 @@ Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false
 
 // Nothing saves x (softmax's backward needs only P), so once the caller has given x up its buffer can hold P.
 Tensor softmax(Tensor&& x, int64_t dim) {
-    const bool overwrite = x.defined() && x.dtype() == DType::F32 && x.sole_owner() && !anomaly_mode_enabled();
+    const bool overwrite = may_write_over(x);
     return softmax_impl(x, dim, false, overwrite);
 }
 Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
