@@ -414,6 +414,44 @@ TEST_CASE("razor policy: GELU input -- dense fp16 (reference), dense, dense int8
           "bitmap+f32 r=0.90");
 }
 
+TEST_CASE("razor policy: train-mode batch_norm(Tensor&&) writes y over the x it was given exactly when the tape keeps "
+          "a code or a copy of x, not x itself; same output and gradients as the plain op") {
+    const Tensor w = offset_leaf({3}, 71, 0.2f, 1.f), b = randn_leaf({3}, 72);
+    Tensor a = randn_leaf({4, 3, 6, 6}, 73);
+    struct Case {
+        const char* name;
+        std::shared_ptr<const SavePolicy> policy;
+        bool keeps_x;   // the save of x is x itself (shares its storage), so y must not go over it
+    };
+    const std::vector<Case> cases = {
+        {"dense policy", dense_policy(), true},
+        {"bn dense", razor_policy({.batch_norm = BatchNormSave::Dense}), true},
+        {"bn f16", razor_policy({.batch_norm = BatchNormSave::DenseF16}), false},
+        {"bn int8", razor_policy({.batch_norm = BatchNormSave::ChannelI8}), false},
+        {"bn razored", razor_policy({.batch_norm = BatchNormSave::Razored}), false},
+    };
+    for (const bool relu : {false, true}) {
+        for (const Case& c : cases) {
+            INFO(c.name << (relu ? ", fused ReLU" : ""));
+            // x = 2a: a fresh tensor with history that only the call holds, the situation of bn(conv(x)).
+            const void* storage = nullptr;
+            const Result consumed = run(c.policy, {a, w, b}, [&] {
+                Tensor x = mul(a, 2.f);
+                storage = x.storage().get();
+                return relu ? batch_norm_relu(std::move(x), w, b, Tensor(), Tensor(), true)
+                            : batch_norm(std::move(x), w, b, Tensor(), Tensor(), true);
+            });
+            const Result plain = run(c.policy, {a, w, b}, [&] {
+                const Tensor x = mul(a, 2.f);
+                return relu ? batch_norm_relu(x, w, b, Tensor(), Tensor(), true)
+                            : batch_norm(x, w, b, Tensor(), Tensor(), true);
+            });
+            CHECK((consumed.out.storage().get() == storage) == !c.keeps_x);
+            check_all_bit_equal(consumed, plain, "consumed vs plain");
+        }
+    }
+}
+
 TEST_CASE("razor policy: softmax outputs and matmul operands follow `attention` (log_softmax is not pruned); norm inputs "
           "can stay dense") {
     Tensor s = randn_leaf({2, 2, 8, 8}, 71);
