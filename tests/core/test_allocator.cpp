@@ -70,7 +70,9 @@ TEST_CASE("allocator: a freed large block is split for smaller requests and merg
 
 TEST_CASE("allocator: empty_cache gives every wholly free segment and cached class back to the OS") {
     // 64 MiB: larger than any free space another test leaves in a segment, so the block has a segment of its own.
-    { Tensor a = Tensor::empty({16 * kMiB}), b = Tensor::empty({3, 7}); }
+    // Written whole, so that its pages are resident wherever MADV_POPULATE_WRITE is not honoured (qemu-user accepts
+    // it and populates nothing).
+    { Tensor a = Tensor::full({16 * kMiB}, 1.f), b = Tensor::empty({3, 7}); }
     const MemoryStats held = memory_stats();
     CHECK(held.cached_bytes >= 64 * kMiB);
     const int64_t rss = current_rss_bytes();
@@ -158,8 +160,8 @@ TEST_CASE("allocator: free space in pieces that no request fits goes back to the
     }
     CHECK(a.f32()[0] == 1.f);   // live blocks beside the released ones are untouched
     CHECK(c.f32()[unit / 4 - 1] == 3.f);
-    Tensor e = Tensor::full({unit / 4}, 2.f);   // takes a released hole again: its pages fault back in
-    CHECK(memory_stats().refaulted_bytes > s.refaulted_bytes);
+    Tensor e = Tensor::full({unit / 4}, 2.f);   // takes a hole again: released pages fault back in
+    if (s.gives_back_pages) CHECK(memory_stats().refaulted_bytes > s.refaulted_bytes);
     const std::vector<float> v = e.to_vector();
     CHECK(std::all_of(v.begin(), v.end(), [](float x) { return x == 2.f; }));
     a = c = d = e = Tensor();
