@@ -28,5 +28,8 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)
 set(ENV{PKG_CONFIG_LIBDIR} /usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig)
 
 # How CMake (add_test with a target as the command, try_run) and tests/CMakeLists.txt run aarch64 binaries here:
-# qemu-user, with the target's dynamic loader and libraries from the cross toolchain's tree (-L).
-set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64;-L;/usr/aarch64-linux-gnu)
+# qemu-user with the arm64 multiarch runtime (/lib/ld-linux-aarch64.so.1 and /lib/aarch64-linux-gnu: libc6,
+# libstdc++6, libgomp1 :arm64), the tree the arm64 -dev packages' libraries live in. Not -L /usr/aarch64-linux-gnu:
+# that tree's loader is the cross toolchain's glibc build, and paired with the multiarch libc.so.6 it hung every
+# thread start (pthread_create spun forever; a two-thread OpenMP loop never ended).
+set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64)

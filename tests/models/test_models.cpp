@@ -45,7 +45,8 @@ const std::vector<ZooEntry>& zoo() {
 
 }  // namespace
 
-TEST_CASE("models: exact parameter counts; state-dict keys, order and shapes equal the PyTorch reference definitions") {
+TEST_CASE("models: exact parameter counts; state-dict keys, order and shapes equal the PyTorch reference definitions" *
+          doctest::test_suite("model-scale")) {
     for (const auto& e : zoo()) {
         INFO(e.fixture);
         Generator gen(0);

@@ -126,7 +126,8 @@ TapeTotals forward_tape(const std::string& name, const std::shared_ptr<const Sav
 
 }  // namespace
 
-TEST_CASE("razor models: the dense-equivalent is the dense tape itself, for every zoo model and every policy") {
+TEST_CASE("razor models: the dense-equivalent is the dense tape itself, for every zoo model and every policy" *
+          doctest::test_suite("model-scale")) {
     RazorConfig fp32, int8, bn;
     fp32.ratio = int8.ratio = bn.ratio = 0.9;
     int8.values = ValueCodec::I8;

@@ -69,7 +69,8 @@ Tensor made_up_op(const Tensor& x, SaveRole role) {
 
 }  // namespace
 
-TEST_CASE("save roles: every activation of every zoo model is covered by an explicit Back Razor decision") {
+TEST_CASE("save roles: every activation of every zoo model is covered by an explicit Back Razor decision" *
+          doctest::test_suite("model-scale")) {
     RazorConfig config;
     config.batch_norm = BatchNormSave::Razored;   // every rule that can prune, pruning
     for (const std::string& name : models::model_names()) {
