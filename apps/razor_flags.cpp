@@ -8,6 +8,8 @@
 
 #include "apps/suggest.h"
 #include "core/check.h"
+#include "nn/conv.h"
+#include "nn/linear.h"
 #include "sparse/razor_policy.h"
 
 namespace razor::apps {
@@ -30,6 +32,20 @@ const char* const kRazorAttnHelp =
     "Back Razor: matmul operands and softmax outputs (attention Q, K, V, P) kept as int8 (dense int8; a ViT fine-tune "
     "trains like dense) | razored (the reference; smaller tape, lower accuracy) | fp32 (dense)";
 
+const char* const kRazorInputHelp =
+    "Back Razor: the first layer's input (the image batch) kept dense, by reference as the dense tape keeps it "
+    "(closer to dense accuracy) | razored (the reference)";
+
+// The first Conv2d or Linear in registration order, depth first: the layer that reads the input.
+std::pair<std::string, nn::Module*> first_weight_layer(nn::Module& m, const std::string& path) {
+    if (dynamic_cast<nn::Conv2d*>(&m) || dynamic_cast<nn::Linear*>(&m)) return {path, &m};
+    for (const auto& [name, child] : m.named_children()) {
+        auto found = first_weight_layer(*child, path.empty() ? name : path + "." + name);
+        if (found.second) return found;
+    }
+    return {"", nullptr};
+}
+
 }  // namespace
 
 const FlagTable<RazorFlags>& razor_flag_family() {
@@ -38,7 +54,8 @@ const FlagTable<RazorFlags>& razor_flag_family() {
                                                    .text("razor-values", "fp16", kRazorValuesHelp, &RazorFlags::values)
                                                    .text("razor-gelu", "d4", kRazorGeluHelp, &RazorFlags::gelu)
                                                    .text("razor-bn", "int8", kRazorBnHelp, &RazorFlags::bn)
-                                                   .text("razor-attn", "int8", kRazorAttnHelp, &RazorFlags::attn);
+                                                   .text("razor-attn", "int8", kRazorAttnHelp, &RazorFlags::attn)
+                                                   .text("razor-input", "dense", kRazorInputHelp, &RazorFlags::input);
     return table;
 }
 
@@ -81,6 +98,10 @@ std::shared_ptr<const SavePolicy> razor_policy_from_flags(const std::string& com
     if (a == attention_modes.end())
         throw Error(fmt(command, ": --razor-attn must be one of razored | int8 | fp32; got '", flags.attn,
                         "'; hint: int8 keeps attention's input gradients close to dense at a quarter of fp32"));
+    if (flags.input != "dense" && flags.input != "razored")
+        throw Error(fmt(command, ": --razor-input must be one of dense | razored; got '", flags.input,
+                        "'; hint: dense keeps the image batch as the dense tape does, razored prunes it as the "
+                        "reference"));
     if (ratio == 0) return nullptr;
     sparse::RazorConfig config;
     config.batch_norm = bn->second;
@@ -90,6 +111,14 @@ std::shared_ptr<const SavePolicy> razor_policy_from_flags(const std::string& com
     config.gelu = g->second;
     config.attention = a->second;
     return std::make_shared<sparse::RazorSavePolicy>(config);
+}
+
+std::string keep_input_layer_dense(nn::Module& model, const RazorFlags& flags) {
+    if (flags.ratio == 0 || flags.input != "dense") return "";
+    const auto [path, layer] = first_weight_layer(model, "");
+    if (!layer) return "";
+    layer->set_save_policy(std::make_shared<DenseSavePolicy>());
+    return path;
 }
 
 }  // namespace razor::apps

@@ -16,6 +16,11 @@
 //                                                               diverged (ResNet-20, r 0.9)
 //   --razor-attn    int8          attention Razored             razored Q, K, V, P cost the vit_tiny fine-tune 2.0
 //                                                               points (5 seeds); dense int8 trains like dense
+//   --razor-input   dense         (no override: razored)        the first layer's input, the image batch, kept as
+//                                                               the dense tape keeps it: the resnet20 transfer's gap
+//                                                               to dense went from -0.49 to -0.26 points (3 seeds,
+//                                                               docs/experiments/2026-12-06-resnet20-transfer-
+//                                                               15-epochs.md), for 12 KiB a 32-px image
 #pragma once
 
 #include <memory>
@@ -23,13 +28,15 @@
 
 #include "apps/flag_table.h"
 #include "core/saved.h"
+#include "nn/module.h"
 
 namespace razor::apps {
 
-// The Back Razor flags as given: --razor R --razor-values V --razor-gelu G --razor-bn B --razor-attn A.
+// The Back Razor flags as given: --razor R --razor-values V --razor-gelu G --razor-bn B --razor-attn A
+// --razor-input I.
 struct RazorFlags {
     double ratio = 0;
-    std::string values = "fp16", gelu = "d4", bn = "int8", attn = "int8";
+    std::string values = "fp16", gelu = "d4", bn = "int8", attn = "int8", input = "dense";
 };
 
 // The family's table: --razor, --razor-values, --razor-gelu, --razor-bn, --razor-attn with the defaults above. Its
@@ -41,7 +48,14 @@ const FlagTable<RazorFlags>& razor_flag_family();
 // derivative code), fp16 (dense fp16, the reference), fp32 (dense), int8 (dense per-sample int8) or razored (pruned
 // like the rest). B: train-mode BatchNorm inputs dense, f16 (dense fp16), int8 (dense int8 with a per-channel code)
 // or razored (the segmentation variant); see BatchNormSave in sparse/razor_policy.h. A: matmul operands and softmax outputs (attention's Q, K, V, P) dense int8, razored (the
-// reference) or dense fp32; see AttentionSave. Throws naming the flag for R outside [0, 1) or an unknown V, G, B, A.
+// reference) or dense fp32; see AttentionSave. Throws naming the flag for R outside [0, 1) or an unknown V, G, B, A,
+// I.
 std::shared_ptr<const SavePolicy> razor_policy_from_flags(const std::string& command, const RazorFlags& flags);
+
+// --razor-input dense (with R > 0): the model's first Conv2d or Linear (registration order: the stem conv, a ViT's
+// patch projection, an MLP's first layer) saves under the dense policy, so the image batch it reads is kept by
+// reference, as the dense tape keeps it, instead of a razored copy. Returns that module's path, or "" when nothing
+// was set (R = 0, --razor-input razored, or a model without such a layer).
+std::string keep_input_layer_dense(nn::Module& model, const RazorFlags& flags);
 
 }  // namespace razor::apps

@@ -169,16 +169,47 @@ TEST_CASE("razor CLI: attention operands default to dense int8, other items to t
     CHECK(sparse::RazorConfig{}.attention == sparse::AttentionSave::Razored);   // the library keeps the reference's
 }
 
+TEST_CASE("--razor-input: the first layer's input is kept dense by default, razored as the reference on request") {
+    // The format the tape records for the input layer's x after one training-mode forward.
+    const auto input_format = [](const std::string& name, const apps::RazorFlags& flags, std::string* layer) {
+        Generator gen(0);
+        auto model = models::make_model(name, 10, gen);
+        SavePolicyGuard guard(apps::razor_policy_from_flags("test", flags));
+        *layer = apps::keep_input_layer_dense(*model, flags);
+        TapeScope scope;
+        Tensor logits = (*model)(Tensor::randn({2, 3, 32, 32}, gen));
+        std::string format = "none";
+        for (const SavedRecord& r : scope.tape().records())
+            if (r.name == "x" && (r.op == "conv2d" || r.op == "linear")) return r.format;   // the first one saved
+        return format;
+    };
+    std::string layer;
+    for (const auto& [name, first] : {std::pair<std::string, std::string>{"resnet20", "conv1"},
+                                      {"vit_tiny", "patch_embed"}, {"mobilenet_v2", "features.0.0"}}) {
+        INFO(name);
+        CHECK(input_format(name, {.ratio = 0.9}, &layer) == "dense");
+        CHECK(layer == first);
+        CHECK(input_format(name, {.ratio = 0.9, .input = "razored"}, &layer).rfind("bitmap+", 0) == 0);
+        CHECK(layer.empty());
+        CHECK(input_format(name, {.ratio = 0}, &layer) == "dense");   // the dense tape: nothing to override
+        CHECK(layer.empty());
+    }
+    CHECK_THROWS_WITH_AS(apps::razor_policy_from_flags("razor train", {.ratio = 0.9, .input = "sparse"}),
+                         doctest::Contains("--razor-input must be one of dense | razored; got 'sparse'"), Error);
+}
+
 TEST_CASE("razor bench --razor: the dense bench's JSON fields, with the razor tape") {
     const std::string out = run(apps::run_bench, {"--model", "lenet5", "--channels", "1", "--image-size", "28",
                                                   "--batch", "4", "--steps", "2", "--warmup", "1", "--threads", "1",
-                                                  "--razor", "0.9", "--razor-values", "fp16", "--json"});
+                                                  "--razor", "0.9", "--razor-values", "fp16", "--razor-input",
+                                                  "razored", "--json"});   // lenet5's image is a third of its tape
     const json j = json::parse(out);
     for (const char* key : {"model", "batch", "threads", "steps", "step_ms", "step_ms_min", "step_ms_max", "img_per_s",
                             "params", "saved_bytes", "saved_dense_bytes", "peak_tensor_bytes", "peak_rss_bytes"})
         CHECK_MESSAGE(j.contains(key), key);
     CHECK(j["razor"].get<double>() == 0.9);
     CHECK(j["razor_values"] == "fp16");
+    CHECK(j["razor_input"] == "razored");
     CHECK(j["save_policy"].get<std::string>().rfind("razor r=0.90 values=f16", 0) == 0);
     CHECK(j["saved_bytes"].get<int64_t>() * 3 < j["saved_dense_bytes"].get<int64_t>());
     // The peak RSS split (apps/bench.cpp split_peak): the tape part is the stored peak, the parts are non-negative and
