@@ -11,7 +11,6 @@ PyTorch: torch.set_num_threads(threads); weights and inputs require grad, except
 """
 import argparse
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -19,6 +18,9 @@ import time
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stepbench  # noqa: E402  (bench/stepbench.py: the machine's CPU line)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -113,13 +115,7 @@ def blas_library():
 
 
 def machine_line(threads, banner, start_load):
-    model = platform.processor() or "unknown CPU"
-    try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-            if line.startswith("Model name:"):
-                model = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    model = stepbench.cpu_model()
     return (f"Machine: {model}, {os.cpu_count()} hardware threads, {threads} threads used by each side; "
             f"load average at start {start_load:.2f}. PyTorch {torch.__version__} (convs: oneDNN; linear: BLAS "
             f"{blas_library()}). razor: {banner}")
