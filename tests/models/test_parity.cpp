@@ -10,6 +10,7 @@
 // logits and gradient samples, and <= 1e-4 * sum |g| for the sums. float32 razor against a float64 reference
 // measures at most ~1e-6 of that scale (printed by the test).
 #include <cmath>
+#include <optional>
 
 #include "models/hashed.h"
 #include "models/mobilenet.h"
@@ -32,14 +33,16 @@ double worst_error(const std::vector<float>& got, const std::vector<float>& ref,
     return worst;
 }
 
-// train_grads = false: the train-mode gradients are not compared (logits, loss and BN statistics still are), for a
-// network whose train-mode backward is so ill-conditioned on hashed weights that float32 cannot reproduce float64.
+// train_grad_tolerance = nullopt: the train-mode gradients are not compared (logits, loss and BN statistics still
+// are), for a network whose train-mode backward is so ill-conditioned on hashed weights that float32 cannot reproduce
+// float64; a looser value for one whose ReLU kinks sit inside float32's rounding (see mobilenet_v2 below).
 //
 // A parameter whose reference gradient is analytically zero (float64 gives ~1e-16 of the model's largest gradient: a
 // BN bias whose output only reaches a train-mode BN through a conv, which removes every per-channel mean) has no scale
 // of its own to compare against; its gradient must instead be zero to 1e-6 of the model's largest sum |g|.
 void run_parity(std::shared_ptr<nn::Module> model, const std::string& fixture, int64_t S, int64_t batch,
-                const std::vector<std::string>& bn_paths, bool train_grads = true, double eval_grad_tolerance = 1e-4) {
+                const std::vector<std::string>& bn_paths, std::optional<double> train_grad_tolerance = 1e-4,
+                double eval_grad_tolerance = 1e-4) {
     const SafeTensors f = test::load_fixture(fixture);
     const auto& ref = f.tensors;
     const double checksum = test::fill_hashed(*model);
@@ -67,8 +70,8 @@ void run_parity(std::shared_ptr<nn::Module> model, const std::string& fixture, i
         for (const auto& [name, p] : model->named_parameters()) {
             INFO(name);
             REQUIRE(p.grad().defined());
-            if (mode == "train" && !train_grads) continue;
-            const double tolerance = mode == "eval" ? eval_grad_tolerance : 1e-4;
+            if (mode == "train" && !train_grad_tolerance) continue;
+            const double tolerance = mode == "eval" ? eval_grad_tolerance : *train_grad_tolerance;
             const std::vector<float> g = p.grad().to_vector();
             if (ref.at(mode + ".gsum." + name).to_vector()[2] <= 1e-12 * largest_abs_sum) {   // analytically zero
                 double abs_sum = 0;
@@ -132,7 +135,7 @@ TEST_CASE("models: torchvision's resnet18 matches torchvision at 64x64 (logits, 
 TEST_CASE("models: torchvision's resnet34 matches torchvision at 64x64 (logits, loss, BN statistics, eval-mode "
           "gradients)" * doctest::test_suite("model-scale")) {
     run_parity(zoo_model("resnet34"), "models_tv_resnet34", 64, 2, {"bn1", "layer3.5.bn2", "layer4.0.downsample.1"},
-               /*train_grads=*/false);
+               /*train_grad_tolerance=*/std::nullopt);
 }
 
 // Train-mode gradients of resnet50 on hashed weights are chaotic: 16 blocks whose hashed BN scales (0.75-1.25) and
@@ -153,7 +156,7 @@ TEST_CASE("models: torchvision's resnet34 matches torchvision at 64x64 (logits, 
 TEST_CASE("models: torchvision's resnet50 matches torchvision at 64x64 (Bottleneck v1.5, downsample, BN statistics, "
           "eval-mode gradients)" * doctest::test_suite("model-scale")) {
     run_parity(zoo_model("resnet50"), "models_tv_resnet50", 64, 2, {"bn1", "layer4.2.bn3", "layer2.0.downsample.1"},
-               /*train_grads=*/false, /*eval_grad_tolerance=*/3e-2);
+               /*train_grad_tolerance=*/std::nullopt, /*eval_grad_tolerance=*/3e-2);
 }
 
 TEST_CASE("models: torchvision's ViT layout (vit_s_16, 2 layers, 224 px) matches torchvision (logits, every gradient)" *
@@ -161,17 +164,24 @@ TEST_CASE("models: torchvision's ViT layout (vit_s_16, 2 layers, 224 px) matches
     run_parity(zoo_model("vit_s_16", {.image_size = 224, .depth = 2}), "models_tv_vit_s_16", 224, 2, {});
 }
 
-// Train-mode gradients compared too: razor's worst error is 4.2e-5 (avx512 and avx2, 2 threads or 1) and 4.8e-5
-// (generic), PyTorch's own float32 4.8e-5, and razor's ReLU6 masks equal float64's in every element. The margin is
-// thin for a structural reason: 13 ReLU6 inputs of the reference lie within 1e-5 of a kink (0 or 6), and where
-// float32 rounding flips one the gradients below it move. PyTorch float32 on the input perturbed in its last bit
-// (x (1 + 2^-24 n), n ~ N(0, 1)) exceeded 1e-4 for 3 of 8 perturbations (2e-3, 5.4e-3, 5.4e-3), float64 on the same
-// inputs never (<= 1.8e-5). A kernel change that moves this test past 1e-4 should first be checked for a mask flip.
+// Train-mode gradients: razor's worst error is 4.2e-5 (avx512 and avx2, 2 threads or 1) and 4.8e-5 (generic in an
+// AVX-512-baseline build), PyTorch's own float32 4.8e-5. The margin is thin for a structural reason: 13 ReLU6 inputs
+// of the reference lie within 1e-5 of a kink (0 or 6), and where float32 rounding flips one the gradients below it
+// move. PyTorch float32 on the input perturbed in its last bit (x (1 + 2^-24 n), n ~ N(0, 1)) exceeded 1e-4 for 3 of
+// 8 perturbations (2e-3, 5.4e-3, 5.4e-3), float64 on the same inputs never (<= 1.8e-5). The generic family in an
+// AVX2-baseline build (Eigen's GEMM compiled for AVX2, as on CI's Zen 3) flips one: element 10586 of
+// features.17.conv.1's ReLU6 input comes out -3.3e-6 where the avx2 family gives +1.3e-6, and with 18 values per
+// channel in that train-mode BN every gradient below it moves by up to 2.4e-2 of its scale. That is the mask's
+// discontinuity, not a kernel fault (the same build's eval-mode gradients meet 1e-4). So train-mode gradients are
+// compared at 5e-2, twice that flip: a wiring fault (a stride on the wrong conv, a missing residual, ReLU6 where the
+// projection has none) moves them by O(1); the kernels' accuracy is held to 1e-4 by the op tests, the eval-mode
+// gradients here and the other models' comparisons.
 TEST_CASE("models: torchvision's mobilenet_v2 matches torchvision at 96x96 (ReLU6, depthwise, BN statistics, "
           "every gradient)") {
     Generator gen(0);
     auto model = std::make_shared<models::MobileNetV2>(models::MobileNetV2Config{.dropout = 0.f}, 10, gen);
-    run_parity(model, "models_tv_mobilenet_v2", 96, 2, {"features.0.1", "features.17.conv.3"});
+    run_parity(model, "models_tv_mobilenet_v2", 96, 2, {"features.0.1", "features.17.conv.3"},
+               /*train_grad_tolerance=*/5e-2);
 }
 
 TEST_CASE("models: vit_tiny (depth 2) matches PyTorch (logits, loss, every gradient; train and eval)") {
