@@ -74,7 +74,8 @@ int64_t pack_words(const float* x, int64_t words, uint32_t threshold, int64_t& t
                                 _mm256_cvtps_ph(_mm256_load_ps(stage + j), _MM_FROUND_TO_NEAREST_INT));
             kept = halves;
         }
-        std::memcpy(values + out, kept, static_cast<size_t>(cnt) * sizeof(V));
+        // A word with nothing kept copies nothing: values may be null when the whole sample keeps nothing.
+        if (cnt > 0) std::memcpy(values + out, kept, static_cast<size_t>(cnt) * sizeof(V));
         out += cnt;
     }
     return out;
