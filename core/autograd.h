@@ -14,9 +14,9 @@
 //   * Each node's saved state is freed right after its backward (retain_graph=false). A second backward
 //     through the same graph is then an error that says so.
 //   * Backward runs with grad mode off: gradients have no history (no double backward).
-//   * The walk hands each node its output's gradient (Node::backward_consuming); ReLU and BatchNorm write their
-//     input's gradient over it when nothing else holds it (a gradient shared by two inputs, or a seed the caller
-//     passed and still holds, is left alone). Fewer activation-sized gradients are alive at once.
+//   * The walk hands each node its output's gradient (Node::backward_consuming); ReLU, BatchNorm, GELU and softmax
+//     write their input's gradient over it when nothing else holds it (a gradient shared by two inputs, or a seed
+//     the caller passed and still holds, is left alone). Fewer activation-sized gradients are alive at once.
 //   * Writing in place into a tensor some node saved makes that node's backward throw, naming the op.
 //   * A leaf's post-accumulate-grad hooks (Tensor::register_post_accumulate_grad_hook) run once per backward,
 //     right after its last gradient of that backward was added, while the walk goes on to earlier nodes.

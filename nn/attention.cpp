@@ -35,13 +35,17 @@ Tensor MultiheadAttention::attend(Tensor x) {
     auto heads = [&](int64_t part) {                        // -> (B, h, N, d), a view
         return transpose(reshape(slice(qkv, 2, part * D, (part + 1) * D), {B, N, h, d}), 1, 2);
     };
-    Tensor p;                                               // (B, h, N, N): row i attends over keys j
-    {
-        const Tensor q = mul(heads(0), 1.f / std::sqrt(static_cast<float>(d)));   // (B, h, N, d), packed
-        p = softmax(matmul(q, transpose(heads(1), 2, 3)), -1);                     // written over the scores
-    }
-    Tensor o = matmul(p, heads(2));                         // (B, h, N, d)
-    qkv = Tensor(), p = Tensor();
+    // q, k and v are packed into buffers of their own at once, so that qkv (3 activations wide) goes before the
+    // (B, h, N, N) scores exist; each then goes as soon as its last op has run (the tape keeps its own copy, or,
+    // under the dense policy, holds the buffer itself). vit_b_16 at batch 16: 28 MiB off the forward's peak.
+    Tensor q = mul(heads(0), 1.f / std::sqrt(static_cast<float>(d)));   // (B, h, N, d), packed
+    Tensor k = heads(1).contiguous();                                   // (B, h, N, d)
+    Tensor v = heads(2).contiguous();                                   // (B, h, N, d)
+    qkv = Tensor();
+    Tensor p = softmax(matmul(q, transpose(k, 2, 3)), -1);  // (B, h, N, N), written over the scores: row i
+    q = Tensor(), k = Tensor();                             // attends over keys j
+    Tensor o = matmul(p, v);                                // (B, h, N, d)
+    p = Tensor(), v = Tensor();
     Tensor merged = reshape(transpose(o, 1, 2), {B, N, D}); // heads side by side: (B, N, D), a copy
     o = Tensor();
     return (*out_proj)(std::move(merged));

@@ -64,13 +64,20 @@ void gelu_backward(const float* g, const float* x, float* gx, int64_t n) {
     for (int64_t i = 0; i < n; ++i) gx[i] = g[i] * gelu_derivative(x[i]);
 }
 
+// Handed g and its sole owner (Node::backward_consuming), gx is written over it: both paths are elementwise, each
+// element of g read before its own gx is written. The MLP's (B, N, 4D) hidden gradient then costs one buffer in
+// backward, not two (vit_b_16 at batch 16: 37 MiB less at the backward's peak).
 struct GeluBackward final : Node {
-    std::vector<Tensor> backward(const Tensor& g_in) override {
+    std::vector<Tensor> backward(const Tensor& g_in) override { return run(g_in, false); }
+    std::vector<Tensor> backward_consuming(Tensor&& g_in) override { return run(g_in, may_write_over(g_in)); }
+
+private:
+    std::vector<Tensor> run(const Tensor& g_in, bool overwrite) {
         const Tensor g = g_in.contiguous();
         const SavedTensor& saved = ctx.saved("x");
         RAZOR_CHECK(g.shape() == saved.shape())
             << "gelu backward: " << shape_str(g.shape()) << " vs " << shape_str(saved.shape());
-        Tensor gx = Tensor::empty(g.shape());
+        Tensor gx = overwrite ? g : Tensor::empty(g.shape());
         // A coded form (Back Razor's 4-bit GELU code) multiplies by its 16 derivative values directly.
         if (saved.multiply_by_codebook(gelu_derivative_fn, g.f32(), gx.f32())) return {gx};
         const Tensor x = ctx.unpack("x").contiguous();

@@ -176,17 +176,24 @@ void backward_strided(const float* g, const float* y, float* gx, const Layout& l
     }
 }
 
+// Handed g and its sole owner (Node::backward_consuming), gx is written over it: every kernel finishes a row's (or
+// column block's) dot product before it writes that row, and then reads each g element before writing its gx.
+// Attention's (B, h, N, N) gradient then costs one buffer, not two (vit_b_16 at batch 16: 28 MiB).
 struct SoftmaxBackward final : Node {
     Layout l;
     bool log = false;
-    std::vector<Tensor> backward(const Tensor& g_in) override {
+    std::vector<Tensor> backward(const Tensor& g_in) override { return run(g_in, false); }
+    std::vector<Tensor> backward_consuming(Tensor&& g_in) override { return run(g_in, may_write_over(g_in)); }
+
+private:
+    std::vector<Tensor> run(const Tensor& g_in, bool overwrite) {
         const Tensor g = g_in.contiguous();
         const SavedTensor& saved = ctx.saved("y");
         if (l.inner == 1 && saved.has_row_unpack() && saved.shape().size() >= 2 && l.outer % saved.shape()[0] == 0)
-            return {backward_by_sample(g, saved)};
+            return {backward_by_sample(g, saved, overwrite)};
         const Tensor y = ctx.unpack("y").contiguous();
         RAZOR_CHECK(g.shape() == y.shape()) << op() << " backward: " << shape_str(g.shape()) << " vs " << shape_str(y.shape());
-        Tensor gx = Tensor::empty(y.shape());
+        Tensor gx = overwrite ? g : Tensor::empty(y.shape());
         if (l.inner == 1) backward_rows(g.f32(), y.f32(), gx.f32(), l, log);
         else backward_strided(g.f32(), y.f32(), gx.f32(), l, log);
         return {gx};
@@ -195,9 +202,9 @@ struct SoftmaxBackward final : Node {
     // P saved in a form that expands one sample at a time (attention's P as dense int8): each thread expands one
     // sample's rows into a small scratch and runs the same row kernel on them, so the backward holds g, gx and
     // two samples of P, not a third (B, h, N, N) buffer (vit_b_16 at batch 16: 3.7 MB, not 29.8 MB).
-    Tensor backward_by_sample(const Tensor& g, const SavedTensor& saved) const {
+    Tensor backward_by_sample(const Tensor& g, const SavedTensor& saved, bool overwrite) const {
         RAZOR_CHECK(g.shape() == saved.shape()) << op() << " backward: " << shape_str(g.shape()) << " vs " << shape_str(saved.shape());
-        Tensor gx = Tensor::empty(saved.shape());
+        Tensor gx = overwrite ? g : Tensor::empty(saved.shape());
         const int64_t samples = saved.shape()[0], rows = l.outer / samples, per_sample = rows * l.dim;
         const int64_t chunks = std::min<int64_t>(samples, num_threads());
         Tensor scratch = Tensor::empty({chunks, per_sample});   // one sample of P per chunk

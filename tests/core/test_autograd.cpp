@@ -190,7 +190,8 @@ TEST_CASE("autograd: a later layer's hook runs before an earlier layer's gradien
                          doctest::Contains("does not require grad"), Error);
 }
 
-TEST_CASE("autograd: ReLU and BatchNorm write their input's gradient over a handed-over gradient, never a shared one") {
+TEST_CASE("autograd: ReLU, BatchNorm, GELU and softmax write their input's gradient over a handed-over gradient, never "
+          "a shared one") {
     Generator gen(3);
     const Tensor x = Tensor::randn({4, 3, 5, 5}, gen).requires_grad_();
     const Tensor w = Tensor::randn({3}, gen).requires_grad_(), b = Tensor::randn({3}, gen).requires_grad_();
@@ -201,6 +202,10 @@ TEST_CASE("autograd: ReLU and BatchNorm write their input's gradient over a hand
         {"relu6", [&] { return relu6(mul(x, 4.f)); }},
         {"batch_norm", [&] { return batch_norm(x, w, b, Tensor(), Tensor(), true, 0.1f, 1e-5f); }},
         {"batch_norm_relu", [&] { return batch_norm_relu(x, w, b, Tensor(), Tensor(), true, 0.1f, 1e-5f); }},
+        {"gelu", [&] { return gelu(x); }},
+        {"softmax (last dim: rows)", [&] { return softmax(x, -1); }},
+        {"softmax (dim 1: column blocks)", [&] { return softmax(x, 1); }},
+        {"log_softmax", [&] { return log_softmax(x, 2); }},
     };
     for (const auto& [name, make] : ops) {
         INFO(name);

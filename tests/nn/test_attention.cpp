@@ -88,7 +88,7 @@ TEST_CASE("MultiheadAttention: input gradcheck; errors name the module and both 
     CHECK_THROWS_WITH_AS(block(Tensor::zeros({1, 2, 8})), doctest::Contains("TransformerBlock"), Error);
 }
 
-TEST_CASE("MultiheadAttention: the tape keeps x, q, qkv once, P and the head output, nothing else") {
+TEST_CASE("MultiheadAttention: the tape keeps x, q, k, v, P and the head output, nothing else (not qkv whole)") {
     nn::MultiheadAttention mha(8, 2);
     const int64_t B = 2, N = 5, D = 8, h = 2;
     Tensor x = Tensor::ones({B, N, D});
@@ -102,8 +102,9 @@ TEST_CASE("MultiheadAttention: the tape keeps x, q, qkv once, P and the head out
         }
     }
     CHECK(softmax_items == 1);
-    // x (in_proj input), qkv (B, N, 3D) via k and v, q (B, h, N, d), P (B, h, N, N), head output (out_proj input)
-    CHECK(bytes == 4 * (B * N * D + B * N * 3 * D + B * N * D + B * h * N * N + B * N * D));
+    // x (in_proj input), q, k, v (B, h, N, d) each, P (B, h, N, N), head output (out_proj input). k and v are
+    // packed copies: were they views of qkv, the dense tape would hold qkv's (B, N, 3D) buffer whole.
+    CHECK(bytes == 4 * (B * N * D + 3 * B * N * D + B * h * N * N + B * N * D));
     y.backward(Tensor::ones(y.shape()));
     CHECK(current_tape().live().items == 0);
 }

@@ -464,6 +464,33 @@ TEST_CASE("razor policy: train-mode batch_norm(Tensor&&) writes y over the x it 
     }
 }
 
+TEST_CASE("razor policy: GELU's 4-bit code and softmax's per-sample int8 P write the input gradient over a "
+          "handed-over gradient, never over a shared one; same values as backward()") {
+    Generator gen(5);
+    const Tensor x = Tensor::randn({4, 3, 6, 6}, gen).requires_grad_();
+    const Tensor g = Tensor::randn({4, 3, 6, 6}, gen);
+    SavePolicyGuard guard(razor_policy({.gelu = GeluSave::Derivative4, .attention = AttentionSave::DenseI8}));
+    const std::vector<std::pair<const char*, std::function<Tensor()>>> ops = {
+        {"gelu, d4 code (multiply_by_codebook)", [&] { return gelu(mul(x, 1.5f)); }},
+        {"softmax, dense int8 P (one sample at a time)", [&] { return softmax(mul(x, 1.5f), -1); }},
+    };
+    for (const auto& [name, make] : ops) {
+        INFO(name);
+        const std::vector<float> reference = make().grad_fn()->backward(g)[0].to_vector();
+        Tensor handed = g.clone();
+        const float* buffer = handed.f32();
+        const std::vector<Tensor> consumed = make().grad_fn()->backward_consuming(std::move(handed));
+        CHECK(consumed[0].f32() == buffer);
+        CHECK(consumed[0].to_vector() == reference);
+        Tensor shared = g.clone();
+        const Tensor keep = shared;
+        const std::vector<Tensor> spared = make().grad_fn()->backward_consuming(std::move(shared));
+        CHECK_FALSE(spared[0].same_storage(keep));
+        CHECK(keep.to_vector() == g.to_vector());
+        CHECK(spared[0].to_vector() == reference);
+    }
+}
+
 TEST_CASE("razor policy: softmax outputs and matmul operands follow `attention` (log_softmax is not pruned); norm inputs "
           "can stay dense") {
     Tensor s = randn_leaf({2, 2, 8, 8}, 71);
