@@ -1,5 +1,6 @@
 // tests/core/test_autograd.cpp -- autograd semantics: accumulation, zero_grad, NoGradGuard, freeing, versions.
 #include "support/gradcheck.h"
+#include "support/overwrite.h"
 
 using namespace razor;
 using namespace razor::test;
@@ -209,19 +210,6 @@ TEST_CASE("autograd: ReLU, BatchNorm, GELU and softmax write their input's gradi
     };
     for (const auto& [name, make] : ops) {
         INFO(name);
-        const std::vector<float> reference = make().grad_fn()->backward(g)[0].to_vector();
-        // Handed over and held by nobody else: the result is the same values in the same buffer.
-        Tensor handed = g.clone();
-        const float* buffer = handed.f32();
-        const std::vector<Tensor> consumed = make().grad_fn()->backward_consuming(std::move(handed));
-        CHECK(consumed[0].f32() == buffer);
-        CHECK(consumed[0].to_vector() == reference);
-        // A second handle on it: left alone, and the result has its own buffer.
-        Tensor shared = g.clone();
-        const Tensor keep = shared;
-        const std::vector<Tensor> spared = make().grad_fn()->backward_consuming(std::move(shared));
-        CHECK_FALSE(spared[0].same_storage(keep));
-        CHECK(keep.to_vector() == g.to_vector());
-        CHECK(spared[0].to_vector() == reference);
+        check_backward_writes_over_handed_gradient(make, g);
     }
 }

@@ -16,6 +16,7 @@
 #include "optim/sgd.h"
 #include "sparse/back_razor.h"
 #include "support/gradcheck.h"
+#include "support/overwrite.h"
 
 using namespace razor;
 using namespace razor::sparse;
@@ -476,18 +477,7 @@ TEST_CASE("razor policy: GELU's 4-bit code and softmax's per-sample int8 P write
     };
     for (const auto& [name, make] : ops) {
         INFO(name);
-        const std::vector<float> reference = make().grad_fn()->backward(g)[0].to_vector();
-        Tensor handed = g.clone();
-        const float* buffer = handed.f32();
-        const std::vector<Tensor> consumed = make().grad_fn()->backward_consuming(std::move(handed));
-        CHECK(consumed[0].f32() == buffer);
-        CHECK(consumed[0].to_vector() == reference);
-        Tensor shared = g.clone();
-        const Tensor keep = shared;
-        const std::vector<Tensor> spared = make().grad_fn()->backward_consuming(std::move(shared));
-        CHECK_FALSE(spared[0].same_storage(keep));
-        CHECK(keep.to_vector() == g.to_vector());
-        CHECK(spared[0].to_vector() == reference);
+        check_backward_writes_over_handed_gradient(make, g);
     }
 }
 
