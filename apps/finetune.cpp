@@ -50,7 +50,8 @@ PretrainedModel pretrained_model(const std::string& command, const std::string& 
                                  const train::Checkpoint& checkpoint) {
     const models::CheckpointArchitecture arch = models::identify_checkpoint(checkpoint.model);
     auto recorded = checkpoint.model_metadata.find("model");
-    PretrainedModel m{model.empty() && recorded != checkpoint.model_metadata.end() ? recorded->second : model, 0};
+    PretrainedModel m;
+    m.name = model.empty() && recorded != checkpoint.model_metadata.end() ? recorded->second : model;
     if (m.name.empty()) {
         if (arch.model.empty())
             throw Error(fmt(command, ": --from ", source, " does not record its model, and its keys name no "
