@@ -69,7 +69,8 @@ const char* gelu_save_name(GeluSave mode);
 // input, which only enters its weight gradient, these copies make *input* gradients (dQ = dS K, dK = dS^T Q,
 // dV = P^T dO, dP = dO V^T, softmax's gx = P (g - sum g P)), so pruning them perturbs the gradient of every earlier
 // layer. Measured (docs/back-razor.md "Transfer", vit_tiny fine-tune at r = 0.9): razored, the training loss ends
-// 0.024-0.035 above dense; kept dense or dense int8 it matches dense, at a larger tape (8.1x -> 6.7x with int8).
+// 0.024-0.035 above dense; kept dense or dense int8 it matches dense, at a larger tape (vit_tiny,
+// fp32 values: 7.6x -> 6.3x below the dense tape with int8).
 enum class AttentionSave : uint8_t {
     Razored,   // pruned like the Linear inputs (the reference ViT; the default)
     DenseI8,   // dense, per-sample int8 (razor extension): a quarter of fp32

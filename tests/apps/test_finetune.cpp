@@ -136,7 +136,7 @@ TEST_CASE("razor tape ratios against razor's own dense tape: >= 6.5x with fp32 v
     // The acceptance figures are for batch 128 (docs/back-razor.md, measured with razor info); the per-sample
     // selection makes the ratio nearly independent of the batch, so batch 4 checks the same thing quickly.
     // The baseline is the dense tape of the same step, deduplicated by storage as stored bytes are (at batch 4:
-    // resnet20 6.9x fp32 / 13.9x int8, vit_tiny 8.1x / 14.4x). resnet20 with its train-mode BN inputs razored too
+    // resnet20 6.9x fp32 / 13.9x int8, vit_tiny 7.6x / 13.6x). resnet20 with its train-mode BN inputs razored too
     // (--razor-bn razored). By default they stay dense (--razor-bn dense: BN inputs are then most of the tape) and
     // the CNN fine-tune recipe freezes BN (--freeze-bn: BN saves nothing); docs/back-razor.md has the batch-128
     // figures of all three.
