@@ -29,7 +29,8 @@ const FlagTable<SparseOptions>& sparse_flag_table() {
                      "off)", &O::align)
             .integer("resample-every", "1", "structure update and a fresh subnetwork every N steps, w alone on that "
                      "subnetwork in between (the seed's strategy; 1 = the reference, every step); s then moves N times less "
-                     "often: raise --lr-s with N (at N = 50, five times the N = 1 value ended 0.3 points below N = 1 on resnet20, three seeds)",
+                     "often: raise --lr-s with N (at N = 50, five times the N = 1 value ended 0.3 points below "
+                     "N = 1 on resnet20, three seeds)",
                      &O::resample_every)
             .boolean("stream-masks", "ResNets: one mask per residual stream, shared by every conv that writes it, "
                      "so the stream shrinks with its writers (NOT the reference: one mask per conv)", &O::stream_masks)
