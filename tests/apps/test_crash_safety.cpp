@@ -497,9 +497,11 @@ void kill_and_resume(const KillResumeCase& k, int kills, uint64_t seed, const st
             }
             const pid_t pid = test::spawn_razor(args, tmp_dir + "/b.txt");
             // up to a resume's start-up plus half an uninterrupted run: a few kills per episode, each attempt that
-            // gets past its start-up making progress
-            std::this_thread::sleep_for(
-                std::chrono::microseconds(gen.randint(static_cast<uint64_t>(startup_us + span_us / 2))));
+            // gets past its start-up making progress. The window doubles every 25 attempts: both times were measured
+            // once, and on a machine that gets busier afterwards (CI's two cores shared with other work) a run that
+            // took 121 ms quiet never got through an epoch inside them in 200 attempts.
+            const int64_t window = (startup_us + span_us / 2) << std::min(attempt / 25, 6);
+            std::this_thread::sleep_for(std::chrono::microseconds(gen.randint(static_cast<uint64_t>(window))));
             ::kill(pid, SIGKILL);
             const int code = wait_exit_code(pid);
             if (code != -SIGKILL) {
