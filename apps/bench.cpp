@@ -146,7 +146,7 @@ int bench(const BenchOptions& o) {
         load_pretrained("razor bench", o.from, *model, pretrained);
     }
     if (o.freeze_bn) freeze_batchnorm(*model);
-    keep_input_layer_dense(*model, o.razor);
+    keep_layers_dense(*model, o.razor);
     optim::NamedParameters trained;   // all but frozen ones, as razor finetune
     for (const auto& [param_name, p] : model->named_parameters())
         if (p.requires_grad()) trained.emplace_back(param_name, p);
@@ -266,6 +266,7 @@ int bench(const BenchOptions& o) {
                               {"razor_bn", o.razor.bn},
                               {"razor_attn", o.razor.attn},
                               {"razor_input", o.razor.input},
+                              {"razor_head", o.razor.head},
                               {"save_policy", active_save_policy().name()},
                               {"timed_unit", unit > 1 ? "interval" : "step"}};
     if (vrpge) {

@@ -117,7 +117,7 @@ int info(const InfoOptions& o) {
     Generator gen(0);
     const std::string& name = o.input.model;
     auto model = models::make_model(name, classes, gen, options);
-    keep_input_layer_dense(*model, razor_flags);
+    keep_layers_dense(*model, razor_flags);
 
     std::printf("%s\n", runtime_banner().c_str());
     std::printf("model  %s, %lld classes, input (%lld, %lld, %lld, %lld)\n\n", name.c_str(),

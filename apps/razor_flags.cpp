@@ -36,14 +36,25 @@ const char* const kRazorInputHelp =
     "Back Razor: the first layer's input (the image batch) kept dense, by reference as the dense tape keeps it "
     "(closer to dense accuracy) | razored (the reference)";
 
-// The first Conv2d or Linear in registration order, depth first: the layer that reads the input.
-std::pair<std::string, nn::Module*> first_weight_layer(nn::Module& m, const std::string& path) {
-    if (dynamic_cast<nn::Conv2d*>(&m) || dynamic_cast<nn::Linear*>(&m)) return {path, &m};
-    for (const auto& [name, child] : m.named_children()) {
-        auto found = first_weight_layer(*child, path.empty() ? name : path + "." + name);
-        if (found.second) return found;
-    }
-    return {"", nullptr};
+const char* const kRazorHeadHelp =
+    "Back Razor: the classifier head's input (one feature vector per image) kept dense, so a new head learns from "
+    "every feature (closer to dense accuracy) | razored (the reference)";
+
+using WeightLayer = std::pair<std::string, nn::Module*>;   // path, module
+
+// Every Conv2d and Linear in registration order, depth first: the first reads the input, the last Linear is the
+// classifier head (as apps/finetune.h's classifier_head).
+void collect_weight_layers(nn::Module& m, const std::string& path, std::vector<WeightLayer>& out) {
+    if (dynamic_cast<nn::Conv2d*>(&m) || dynamic_cast<nn::Linear*>(&m)) out.emplace_back(path, &m);
+    for (const auto& [name, child] : m.named_children())
+        collect_weight_layers(*child, path.empty() ? name : path + "." + name, out);
+}
+
+void check_dense_or_razored(const std::string& command, const std::string& flag, const std::string& value,
+                            const std::string& dense_keeps) {
+    if (value != "dense" && value != "razored")
+        throw Error(fmt(command, ": --", flag, " must be one of dense | razored; got '", value, "'; hint: dense keeps ",
+                        dense_keeps, " as the dense tape does, razored prunes it as the reference"));
 }
 
 }  // namespace
@@ -55,7 +66,8 @@ const FlagTable<RazorFlags>& razor_flag_family() {
                                                    .text("razor-gelu", "d4", kRazorGeluHelp, &RazorFlags::gelu)
                                                    .text("razor-bn", "int8", kRazorBnHelp, &RazorFlags::bn)
                                                    .text("razor-attn", "int8", kRazorAttnHelp, &RazorFlags::attn)
-                                                   .text("razor-input", "dense", kRazorInputHelp, &RazorFlags::input);
+                                                   .text("razor-input", "dense", kRazorInputHelp, &RazorFlags::input)
+                                                   .text("razor-head", "dense", kRazorHeadHelp, &RazorFlags::head);
     return table;
 }
 
@@ -98,10 +110,8 @@ std::shared_ptr<const SavePolicy> razor_policy_from_flags(const std::string& com
     if (a == attention_modes.end())
         throw Error(fmt(command, ": --razor-attn must be one of razored | int8 | fp32; got '", flags.attn,
                         "'; hint: int8 keeps attention's input gradients close to dense at a quarter of fp32"));
-    if (flags.input != "dense" && flags.input != "razored")
-        throw Error(fmt(command, ": --razor-input must be one of dense | razored; got '", flags.input,
-                        "'; hint: dense keeps the image batch as the dense tape does, razored prunes it as the "
-                        "reference"));
+    check_dense_or_razored(command, "razor-input", flags.input, "the image batch");
+    check_dense_or_razored(command, "razor-head", flags.head, "the head's input");
     if (ratio == 0) return nullptr;
     sparse::RazorConfig config;
     config.batch_norm = bn->second;
@@ -113,12 +123,20 @@ std::shared_ptr<const SavePolicy> razor_policy_from_flags(const std::string& com
     return std::make_shared<sparse::RazorSavePolicy>(config);
 }
 
-std::string keep_input_layer_dense(nn::Module& model, const RazorFlags& flags) {
-    if (flags.ratio == 0 || flags.input != "dense") return "";
-    const auto [path, layer] = first_weight_layer(model, "");
-    if (!layer) return "";
-    layer->set_save_policy(std::make_shared<DenseSavePolicy>());
-    return path;
+DenseLayers keep_layers_dense(nn::Module& model, const RazorFlags& flags) {
+    DenseLayers kept;
+    if (flags.ratio == 0) return kept;
+    std::vector<WeightLayer> layers;
+    collect_weight_layers(model, "", layers);
+    const auto keep = [](const WeightLayer& layer) {
+        layer.second->set_save_policy(std::make_shared<DenseSavePolicy>());
+        return layer.first;
+    };
+    if (flags.input == "dense" && !layers.empty()) kept.input = keep(layers.front());
+    const auto head = std::find_if(layers.rbegin(), layers.rend(),
+                                   [](const WeightLayer& l) { return dynamic_cast<nn::Linear*>(l.second) != nullptr; });
+    if (flags.head == "dense" && head != layers.rend()) kept.head = keep(*head);
+    return kept;
 }
 
 }  // namespace razor::apps

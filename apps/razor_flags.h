@@ -21,6 +21,10 @@
 //                                                               to dense went from -0.49 to -0.26 points (3 seeds,
 //                                                               docs/experiments/2026-12-06-resnet20-transfer-
 //                                                               15-epochs.md), for 12 KiB a 32-px image
+//   --razor-head    dense         (no override: razored)        the classifier head's input, one feature vector per
+//                                                               image, kept dense: a new head's weight gradient
+//                                                               then sees every feature, not the top 10 % (see
+//                                                               docs/back-razor.md "Transfer on real data")
 #pragma once
 
 #include <memory>
@@ -33,10 +37,10 @@
 namespace razor::apps {
 
 // The Back Razor flags as given: --razor R --razor-values V --razor-gelu G --razor-bn B --razor-attn A
-// --razor-input I.
+// --razor-input I --razor-head H.
 struct RazorFlags {
     double ratio = 0;
-    std::string values = "fp16", gelu = "d4", bn = "int8", attn = "int8", input = "dense";
+    std::string values = "fp16", gelu = "d4", bn = "int8", attn = "int8", input = "dense", head = "dense";
 };
 
 // The family's table: --razor, --razor-values, --razor-gelu, --razor-bn, --razor-attn with the defaults above. Its
@@ -49,13 +53,19 @@ const FlagTable<RazorFlags>& razor_flag_family();
 // like the rest). B: train-mode BatchNorm inputs dense, f16 (dense fp16), int8 (dense int8 with a per-channel code)
 // or razored (the segmentation variant); see BatchNormSave in sparse/razor_policy.h. A: matmul operands and softmax outputs (attention's Q, K, V, P) dense int8, razored (the
 // reference) or dense fp32; see AttentionSave. Throws naming the flag for R outside [0, 1) or an unknown V, G, B, A,
-// I.
+// I, H.
 std::shared_ptr<const SavePolicy> razor_policy_from_flags(const std::string& command, const RazorFlags& flags);
 
-// --razor-input dense (with R > 0): the model's first Conv2d or Linear (registration order: the stem conv, a ViT's
-// patch projection, an MLP's first layer) saves under the dense policy, so the image batch it reads is kept by
-// reference, as the dense tape keeps it, instead of a razored copy. Returns that module's path, or "" when nothing
-// was set (R = 0, --razor-input razored, or a model without such a layer).
-std::string keep_input_layer_dense(nn::Module& model, const RazorFlags& flags);
+// With R > 0, the layers that save under the dense policy, so that what they read is kept by reference, as the dense
+// tape keeps it, instead of a razored copy:
+//   --razor-input dense: the model's first Conv2d or Linear (registration order: the stem conv, a ViT's patch
+//                        projection, an MLP's first layer), which reads the image batch;
+//   --razor-head dense:  its last Linear, the classifier head (as classifier_head in apps/finetune.h), which reads
+//                        one feature vector per image.
+// Returns their paths, "" where nothing was set (R = 0, razored, or a model without such a layer).
+struct DenseLayers {
+    std::string input, head;
+};
+DenseLayers keep_layers_dense(nn::Module& model, const RazorFlags& flags);
 
 }  // namespace razor::apps

@@ -125,9 +125,11 @@ int run_training(const std::vector<std::string>& argv, bool finetune) {
         std::printf("%s", pretrained_lines(c.from, load_pretrained(cmd, c.from, *model, pretrained),
                                            data.train.num_classes).c_str());
     pretrained.model.clear();   // copied into the model: keeping the file's tensors would hold the weights twice
-    const std::string dense_input = keep_input_layer_dense(*model, c.razor);
-    if (!dense_input.empty())
-        std::printf("razor  %s keeps its input (the image batch) dense (--razor-input dense)\n", dense_input.c_str());
+    const DenseLayers dense = keep_layers_dense(*model, c.razor);
+    if (!dense.input.empty())
+        std::printf("razor  %s keeps its input (the image batch) dense (--razor-input dense)\n", dense.input.c_str());
+    if (!dense.head.empty())
+        std::printf("razor  %s keeps its input (the features) dense (--razor-head dense)\n", dense.head.c_str());
     const TrainableParameters trainable = trainable_parameters(c, *model);   // frozen ones have no optimiser state
     std::printf("%s", trainable.lines.c_str());
     auto opt = make_optimizer(c.optimiser, trainable.groups);

@@ -175,7 +175,7 @@ TEST_CASE("--razor-input: the first layer's input is kept dense by default, razo
         Generator gen(0);
         auto model = models::make_model(name, 10, gen);
         SavePolicyGuard guard(apps::razor_policy_from_flags("test", flags));
-        *layer = apps::keep_input_layer_dense(*model, flags);
+        *layer = apps::keep_layers_dense(*model, flags).input;
         TapeScope scope;
         Tensor logits = (*model)(Tensor::randn({2, 3, 32, 32}, gen));
         std::string format = "none";
@@ -196,6 +196,46 @@ TEST_CASE("--razor-input: the first layer's input is kept dense by default, razo
     }
     CHECK_THROWS_WITH_AS(apps::razor_policy_from_flags("razor train", {.ratio = 0.9, .input = "sparse"}),
                          doctest::Contains("--razor-input must be one of dense | razored; got 'sparse'"), Error);
+}
+
+TEST_CASE("--razor-head: the classifier head's input is kept dense by default, razored as the reference on request") {
+    // The format the tape records for the last Linear's x after one training-mode forward.
+    const auto head_format = [](const std::string& name, const apps::RazorFlags& flags, std::string* layer) {
+        Generator gen(0);
+        auto model = models::make_model(name, 10, gen);
+        SavePolicyGuard guard(apps::razor_policy_from_flags("test", flags));
+        *layer = apps::keep_layers_dense(*model, flags).head;
+        TapeScope scope;
+        Tensor logits = (*model)(Tensor::randn({2, 3, 32, 32}, gen));
+        std::string format = "none";
+        for (const SavedRecord& r : scope.tape().records())
+            if (r.name == "x" && r.op == "linear") format = r.format;   // the last one saved
+        return format;
+    };
+    std::string layer;
+    for (const auto& [name, head] : {std::pair<std::string, std::string>{"resnet20", "linear"}, {"vit_tiny", "head"},
+                                     {"mobilenet_v2", "classifier.1"}, {"resnet18", "fc"}}) {
+        INFO(name);
+        CHECK(head_format(name, {.ratio = 0.9}, &layer) == "dense");
+        CHECK(layer == head);
+        CHECK(head_format(name, {.ratio = 0.9, .head = "razored"}, &layer).rfind("bitmap+", 0) == 0);
+        CHECK(layer.empty());
+        CHECK(head_format(name, {.ratio = 0}, &layer) == "dense");
+        CHECK(layer.empty());
+    }
+    // The rest of the tape stays razored: only the head's input changes.
+    Generator gen(0);
+    auto model = models::make_model("resnet20", 10, gen);
+    SavePolicyGuard guard(apps::razor_policy_from_flags("test", {.ratio = 0.9}));
+    apps::keep_layers_dense(*model, {.ratio = 0.9});
+    TapeScope scope;
+    Tensor logits = (*model)(Tensor::randn({2, 3, 32, 32}, gen));
+    int razored_convs = 0;
+    for (const SavedRecord& r : scope.tape().records())
+        if (r.name == "x" && r.op == "conv2d" && r.format.rfind("bitmap+", 0) == 0) ++razored_convs;
+    CHECK(razored_convs == 18);   // all 19 convs but conv1, which reads the image (--razor-input dense)
+    CHECK_THROWS_WITH_AS(apps::razor_policy_from_flags("razor train", {.ratio = 0.9, .head = "sparse"}),
+                         doctest::Contains("--razor-head must be one of dense | razored; got 'sparse'"), Error);
 }
 
 TEST_CASE("razor bench --razor: the dense bench's JSON fields, with the razor tape") {
