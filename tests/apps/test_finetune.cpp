@@ -5,6 +5,7 @@
 // breakdown, CSV and SVG, and the acceptance ratios; razor bench --razor: the same JSON fields.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -169,71 +170,69 @@ TEST_CASE("razor CLI: attention operands default to dense int8, other items to t
     CHECK(sparse::RazorConfig{}.attention == sparse::AttentionSave::Razored);   // the library keeps the reference's
 }
 
+namespace {
+// What the tape records for the x of every conv2d and linear (op, format), in order, after one training-mode forward
+// of `name` on 32-px images under the --razor-* `flags`, with keep_layers_dense applied; `kept`: the layers it kept.
+std::vector<std::pair<std::string, std::string>> saved_layer_inputs(const std::string& name,
+                                                                    const apps::RazorFlags& flags,
+                                                                    apps::DenseLayers* kept) {
+    Generator gen(0);
+    auto model = models::make_model(name, 10, gen);
+    SavePolicyGuard guard(apps::razor_policy_from_flags("test", flags));
+    *kept = apps::keep_layers_dense(*model, flags);
+    TapeScope scope;
+    Tensor logits = (*model)(Tensor::randn({2, 3, 32, 32}, gen));
+    std::vector<std::pair<std::string, std::string>> inputs;
+    for (const SavedRecord& r : scope.tape().records())
+        if (r.name == "x" && (r.op == "conv2d" || r.op == "linear")) inputs.emplace_back(r.op, r.format);
+    return inputs;
+}
+
+bool razored(const std::string& format) { return format.rfind("bitmap+", 0) == 0; }
+}  // namespace
+
 TEST_CASE("--razor-input: the first layer's input is kept dense by default, razored as the reference on request") {
-    // The format the tape records for the input layer's x after one training-mode forward.
-    const auto input_format = [](const std::string& name, const apps::RazorFlags& flags, std::string* layer) {
-        Generator gen(0);
-        auto model = models::make_model(name, 10, gen);
-        SavePolicyGuard guard(apps::razor_policy_from_flags("test", flags));
-        *layer = apps::keep_layers_dense(*model, flags).input;
-        TapeScope scope;
-        Tensor logits = (*model)(Tensor::randn({2, 3, 32, 32}, gen));
-        std::string format = "none";
-        for (const SavedRecord& r : scope.tape().records())
-            if (r.name == "x" && (r.op == "conv2d" || r.op == "linear")) return r.format;   // the first one saved
-        return format;
+    apps::DenseLayers kept;
+    const auto first = [&](const apps::RazorFlags& flags, const std::string& name) {
+        return saved_layer_inputs(name, flags, &kept).front().second;
     };
-    std::string layer;
-    for (const auto& [name, first] : {std::pair<std::string, std::string>{"resnet20", "conv1"},
+    for (const auto& [name, layer] : {std::pair<std::string, std::string>{"resnet20", "conv1"},
                                       {"vit_tiny", "patch_embed"}, {"mobilenet_v2", "features.0.0"}}) {
         INFO(name);
-        CHECK(input_format(name, {.ratio = 0.9}, &layer) == "dense");
-        CHECK(layer == first);
-        CHECK(input_format(name, {.ratio = 0.9, .input = "razored"}, &layer).rfind("bitmap+", 0) == 0);
-        CHECK(layer.empty());
-        CHECK(input_format(name, {.ratio = 0}, &layer) == "dense");   // the dense tape: nothing to override
-        CHECK(layer.empty());
+        CHECK(first({.ratio = 0.9}, name) == "dense");
+        CHECK(kept.input == layer);
+        CHECK(razored(first({.ratio = 0.9, .input = "razored"}, name)));
+        CHECK(kept.input.empty());
+        CHECK(first({.ratio = 0}, name) == "dense");   // the dense tape: nothing to override
+        CHECK(kept.input.empty());
     }
     CHECK_THROWS_WITH_AS(apps::razor_policy_from_flags("razor train", {.ratio = 0.9, .input = "sparse"}),
                          doctest::Contains("--razor-input must be one of dense | razored; got 'sparse'"), Error);
 }
 
 TEST_CASE("--razor-head: the classifier head's input is kept dense by default, razored as the reference on request") {
-    // The format the tape records for the last Linear's x after one training-mode forward.
-    const auto head_format = [](const std::string& name, const apps::RazorFlags& flags, std::string* layer) {
-        Generator gen(0);
-        auto model = models::make_model(name, 10, gen);
-        SavePolicyGuard guard(apps::razor_policy_from_flags("test", flags));
-        *layer = apps::keep_layers_dense(*model, flags).head;
-        TapeScope scope;
-        Tensor logits = (*model)(Tensor::randn({2, 3, 32, 32}, gen));
-        std::string format = "none";
-        for (const SavedRecord& r : scope.tape().records())
-            if (r.name == "x" && r.op == "linear") format = r.format;   // the last one saved
-        return format;
+    apps::DenseLayers kept;
+    const auto head = [&](const apps::RazorFlags& flags, const std::string& name) {
+        const auto inputs = saved_layer_inputs(name, flags, &kept);
+        const auto last = std::find_if(inputs.rbegin(), inputs.rend(), [](const auto& i) { return i.first == "linear"; });
+        REQUIRE(last != inputs.rend());
+        return last->second;
     };
-    std::string layer;
-    for (const auto& [name, head] : {std::pair<std::string, std::string>{"resnet20", "linear"}, {"vit_tiny", "head"},
-                                     {"mobilenet_v2", "classifier.1"}, {"resnet18", "fc"}}) {
+    for (const auto& [name, layer] : {std::pair<std::string, std::string>{"resnet20", "linear"}, {"vit_tiny", "head"},
+                                      {"mobilenet_v2", "classifier.1"}, {"resnet18", "fc"}}) {
         INFO(name);
-        CHECK(head_format(name, {.ratio = 0.9}, &layer) == "dense");
-        CHECK(layer == head);
-        CHECK(head_format(name, {.ratio = 0.9, .head = "razored"}, &layer).rfind("bitmap+", 0) == 0);
-        CHECK(layer.empty());
-        CHECK(head_format(name, {.ratio = 0}, &layer) == "dense");
-        CHECK(layer.empty());
+        CHECK(head({.ratio = 0.9}, name) == "dense");
+        CHECK(kept.head == layer);
+        CHECK(razored(head({.ratio = 0.9, .head = "razored"}, name)));
+        CHECK(kept.head.empty());
+        CHECK(head({.ratio = 0}, name) == "dense");
+        CHECK(kept.head.empty());
     }
-    // The rest of the tape stays razored: only the head's input changes.
-    Generator gen(0);
-    auto model = models::make_model("resnet20", 10, gen);
-    SavePolicyGuard guard(apps::razor_policy_from_flags("test", {.ratio = 0.9}));
-    apps::keep_layers_dense(*model, {.ratio = 0.9});
-    TapeScope scope;
-    Tensor logits = (*model)(Tensor::randn({2, 3, 32, 32}, gen));
+    // Only the two ends change: resnet20's other 18 convs keep razored inputs.
     int razored_convs = 0;
-    for (const SavedRecord& r : scope.tape().records())
-        if (r.name == "x" && r.op == "conv2d" && r.format.rfind("bitmap+", 0) == 0) ++razored_convs;
-    CHECK(razored_convs == 18);   // all 19 convs but conv1, which reads the image (--razor-input dense)
+    for (const auto& [op, format] : saved_layer_inputs("resnet20", {.ratio = 0.9}, &kept))
+        razored_convs += op == "conv2d" && razored(format);
+    CHECK(razored_convs == 18);
     CHECK_THROWS_WITH_AS(apps::razor_policy_from_flags("razor train", {.ratio = 0.9, .head = "sparse"}),
                          doctest::Contains("--razor-head must be one of dense | razored; got 'sparse'"), Error);
 }
