@@ -12,7 +12,8 @@
 # folder), IMAGE_SIZE (the pretraining resolution, 0 = 32; the fine-tunes take their --from's), PRE_EPOCHS, FT_EPOCHS, THREADS, SEED, STEPS (steps per epoch, 0 = all), FT_STEPS (the same for the
 # fine-tunes; default STEPS), RATIOS (the fine-tunes' r values, default "0 0.9 0.97"), FREEZE_BN (1: --freeze-bn,
 # CNNs; the reference CNN's mode), RAZOR_BN (dense | f16 | int8 | razored: train-mode BN inputs, see docs/back-razor.md),
-# RAZOR_ATTN (int8 | razored | fp32: attention's Q, K, V, P; int8 by default), VALUES (fp32 | fp16 | int8), RAZOR (the razor binary). Re-running skips a finished stage; a stopped stage resumes.
+# RAZOR_ATTN (int8 | razored | fp32: attention's Q, K, V, P; int8 by default), RAZOR_HEAD (dense | razored: the
+# classifier's input; dense by default), VALUES (fp32 | fp16 | int8), RAZOR (the razor binary). Re-running skips a finished stage; a stopped stage resumes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +31,7 @@ RATIOS=${RATIOS:-0 0.9 0.97}
 FREEZE_BN=${FREEZE_BN:-0}
 RAZOR_BN=${RAZOR_BN:-int8}
 RAZOR_ATTN=${RAZOR_ATTN:-int8}
+RAZOR_HEAD=${RAZOR_HEAD:-dense}
 VALUES=${VALUES:-fp32}
 RAZOR=${RAZOR:-./build/razor}
 ANIMALS=bird,cat,deer,dog,frog,horse
@@ -62,7 +64,7 @@ run "$OUT/pretrain" train --model "$MODEL" --classes "$ANIMALS" --epochs "$PRE_E
     --steps-per-epoch "$STEPS" --image-size "$IMAGE_SIZE"
 for r in $RATIOS; do
     run "$OUT/finetune-r$r" finetune --from "$OUT/pretrain" --classes "$VEHICLES" --epochs "$FT_EPOCHS" \
-        --razor "$r" --razor-values "$VALUES" --razor-bn "$RAZOR_BN" --razor-attn "$RAZOR_ATTN" "${FT_OPT[@]}" "${FT_FLAGS[@]}" "${COMMON[@]}" --steps-per-epoch "$FT_STEPS"
+        --razor "$r" --razor-values "$VALUES" --razor-bn "$RAZOR_BN" --razor-attn "$RAZOR_ATTN" --razor-head "$RAZOR_HEAD" "${FT_OPT[@]}" "${FT_FLAGS[@]}" "${COMMON[@]}" --steps-per-epoch "$FT_STEPS"
 done
 
 echo
