@@ -40,6 +40,11 @@ const char* const kRazorHeadHelp =
     "Back Razor: the classifier head's input (one feature vector per image) kept dense, so a new head learns from "
     "every feature (closer to dense accuracy) | razored (the reference)";
 
+const char* const kRazorAfterBnHelp =
+    "Back Razor: a conv input that is relu(BatchNorm(x)) of a BN whose input is kept as int8 (--razor-bn int8), "
+    "as in a ResNet block's second conv: derived (rebuilt dense from the BN's codes in backward: a smaller tape, "
+    "closer to dense accuracy) | razored (pruned like every conv input, the reference)";
+
 using WeightLayer = std::pair<std::string, nn::Module*>;   // path, module
 
 // Every Conv2d and Linear in registration order, depth first: the first reads the input, the last Linear is the
@@ -67,7 +72,9 @@ const FlagTable<RazorFlags>& razor_flag_family() {
                                                    .text("razor-bn", "int8", kRazorBnHelp, &RazorFlags::bn)
                                                    .text("razor-attn", "int8", kRazorAttnHelp, &RazorFlags::attn)
                                                    .text("razor-input", "dense", kRazorInputHelp, &RazorFlags::input)
-                                                   .text("razor-head", "dense", kRazorHeadHelp, &RazorFlags::head);
+                                                   .text("razor-head", "dense", kRazorHeadHelp, &RazorFlags::head)
+                                                   .text("razor-after-bn", "derived", kRazorAfterBnHelp,
+                                                         &RazorFlags::after_bn);
     return table;
 }
 
@@ -112,6 +119,9 @@ std::shared_ptr<const SavePolicy> razor_policy_from_flags(const std::string& com
                         "'; hint: int8 keeps attention's input gradients close to dense at a quarter of fp32"));
     check_dense_or_razored(command, "razor-input", flags.input, "the image batch");
     check_dense_or_razored(command, "razor-head", flags.head, "the head's input");
+    if (flags.after_bn != "derived" && flags.after_bn != "razored")
+        throw Error(fmt(command, ": --razor-after-bn must be one of derived | razored; got '", flags.after_bn,
+                        "'; hint: derived rebuilds relu(BatchNorm(x)) from the BN's int8 codes, razored prunes it"));
     if (ratio == 0) return nullptr;
     sparse::RazorConfig config;
     config.batch_norm = bn->second;
@@ -120,6 +130,7 @@ std::shared_ptr<const SavePolicy> razor_policy_from_flags(const std::string& com
     config.norm_values = v->second;
     config.gelu = g->second;
     config.attention = a->second;
+    config.derive_after_batch_norm = flags.after_bn == "derived";
     return std::make_shared<sparse::RazorSavePolicy>(config);
 }
 

@@ -25,6 +25,13 @@
 //                                                               image, kept dense: a new head's weight gradient
 //                                                               then sees every feature, not the top 10 % (see
 //                                                               docs/back-razor.md "Transfer on real data")
+//   --razor-after-bn derived      derive_after_batch_norm false  a conv input that is relu(BN(x)) of an int8-kept BN
+//                                                               input (a ResNet block's second conv) rebuilt from
+//                                                               the BN's codes, dense, instead of a razored copy:
+//                                                               the resnet20 transfer's gap to dense went from
+//                                                               -0.52 to -0.20 points (5 seeds) and its tape from
+//                                                               5.4x to 6.1x below dense (docs/experiments/
+//                                                               2026-12-07-derived-after-bn.md)
 #pragma once
 
 #include <memory>
@@ -37,10 +44,11 @@
 namespace razor::apps {
 
 // The Back Razor flags as given: --razor R --razor-values V --razor-gelu G --razor-bn B --razor-attn A
-// --razor-input I --razor-head H.
+// --razor-input I --razor-head H --razor-after-bn D.
 struct RazorFlags {
     double ratio = 0;
     std::string values = "fp16", gelu = "d4", bn = "int8", attn = "int8", input = "dense", head = "dense";
+    std::string after_bn = "derived";
 };
 
 // The family's table: --razor, --razor-values, --razor-gelu, --razor-bn, --razor-attn with the defaults above. Its

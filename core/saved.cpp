@@ -123,6 +123,14 @@ void SavedContext::save_mask(const std::string& name, BitMask bits, const Shape&
     add_item(name, std::make_unique<MaskSaved>(std::move(bits), shape), SaveRole::Mask, nullptr);
 }
 
+void SavedContext::note_output(const Tensor& y, const std::string& input, const std::vector<float>& scale,
+                               const std::vector<float>& shift) {
+    RAZOR_CHECK(scale.size() == shift.size()) << op_ << ": note_output with " << scale.size() << " scales and "
+                                              << shift.size() << " shifts";
+    const ChannelAffineRelu how{&saved(input), scale.data(), shift.data(), static_cast<int64_t>(scale.size())};
+    tape().save_policy().note_output(y, how);
+}
+
 void SavedContext::add_item(const std::string& name, std::unique_ptr<SavedTensor> stored, SaveRole role,
                             const std::shared_ptr<Storage>& source) {
     RAZOR_CHECK(!released_) << op_ << ": save after release";

@@ -192,12 +192,27 @@ private:
     BitMask bits_;
 };
 
+// What an op tells the policy about an output it computed from an item it saved: y = relu(x * scale_c + shift_c)
+// per channel c of x (N, C, ...), with x the item `input` (its stored form, as the policy packed it). BatchNorm
+// followed by ReLU in training is such an op (core/ops/batch_norm.cpp: scale = w rstd, shift = b - mean scale).
+struct ChannelAffineRelu {
+    const SavedTensor* input = nullptr;   // the op's stored x; valid during note_output only
+    const float* scale = nullptr;         // (C)
+    const float* shift = nullptr;         // (C)
+    int64_t channels = 0;
+};
+
 // Decides the stored form of each saved item. Implementations must be thread-compatible (const pack).
 class SavePolicy {
 public:
     virtual ~SavePolicy() = default;
     virtual std::string name() const = 0;
     virtual std::unique_ptr<SavedTensor> pack(const Tensor& t, const SaveSite& site) const = 0;
+    // `y`, an op's output, is `how` a function of what that op saved. A policy may keep a later save of exactly
+    // this y (same storage, offset, shape, strides and version) as that function of the op's stored form instead
+    // of a copy of its own (Back Razor's derived conv inputs, sparse/channel_int8.h). The default ignores it: the
+    // dense policy keeps y by reference anyway.
+    virtual void note_output(const Tensor& y, const ChannelAffineRelu& how) const { (void)y, (void)how; }
 };
 
 // Every item dense (parameters by reference). razor's default, and PyTorch's.
@@ -234,6 +249,9 @@ public:
     // tape on release, from whichever thread and whenever that happens.
     void save(const std::string& name, const Tensor& t, SaveRole role);   // through the tape's save policy
     void save_mask(const std::string& name, BitMask bits, const Shape& shape);   // role Mask
+    // After saving `input`: y = relu(input * scale_c + shift_c), for the policy (SavePolicy::note_output).
+    void note_output(const Tensor& y, const std::string& input, const std::vector<float>& scale,
+                     const std::vector<float>& shift);
 
     Tensor unpack(const std::string& name) const;       // dense transient
     const SavedTensor& saved(const std::string& name) const;

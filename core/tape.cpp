@@ -2,6 +2,7 @@
 // tape (see tape.h).
 #include "core/tape.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <unordered_map>
@@ -41,8 +42,14 @@ struct Source {
 struct Tape::Accounts {
     uint64_t next_id = 1;
     std::map<uint64_t, SavedRecord> records;               // ordered by id = save order
-    std::unordered_map<uint64_t, const Storage*> shared_of;
-    std::unordered_map<const Storage*, int> storage_refs;  // dedupe: a storage saved by several nodes counts once
+    // dedupe: a storage held by several saved forms counts once, carried by one of them (carried = its bytes; 0 for
+    // the others, which count only what they hold beside it)
+    struct SharedRef {
+        const Storage* storage;
+        int64_t carried;
+    };
+    std::unordered_map<uint64_t, SharedRef> shared_of;
+    std::unordered_map<const Storage*, int> storage_refs;
     // the same for the dense-equivalent, by the saved tensor's storage and its version: a storage that an op wrote
     // over after one save (gelu(Tensor&&), add(Tensor&&, b): only where that save is a packed copy) holds other
     // values at the next save, which a dense tape would have had to keep as a second tensor
@@ -61,8 +68,12 @@ uint64_t Tape::add(SavedRecord record, const Storage* shared, const std::shared_
     Accounts& s = *accounts_;
     record.id = s.next_id++;
     if (shared) {
-        if (s.storage_refs[shared]++ > 0) record.stored_bytes = 0;   // already counted by an earlier save
-        s.shared_of[record.id] = shared;
+        const auto bytes = static_cast<int64_t>(shared->bytes);
+        const bool first = s.storage_refs[shared]++ == 0;
+        // Already counted by an earlier save: this form adds only what it holds beside the storage (a form derived
+        // from another's payload, sparse/channel_int8.h, holds a small table; a shared copy holds nothing more).
+        if (!first) record.stored_bytes = std::max<int64_t>(0, record.stored_bytes - bytes);
+        s.shared_of[record.id] = Accounts::SharedRef{shared, first ? std::min(bytes, record.stored_bytes) : 0};
     }
     if (source) {
         Source key{source, source->version};
@@ -110,17 +121,18 @@ void Tape::apply_remove(uint64_t id) const {
     s.live.dense_bytes -= r.dense_bytes;
     s.live.items -= 1;
     if (auto sh = s.shared_of.find(id); sh != s.shared_of.end()) {
-        const Storage* storage = sh->second;
+        const Accounts::SharedRef ref = sh->second;
         s.shared_of.erase(sh);
-        if (--s.storage_refs[storage] == 0) {
-            s.storage_refs.erase(storage);
+        if (--s.storage_refs[ref.storage] == 0) {
+            s.storage_refs.erase(ref.storage);
             // If this record carried the storage's bytes but another record still holds the storage, move the
             // bytes to that record so the live total stays the bytes physically held.
-        } else if (r.stored_bytes > 0) {
-            for (auto& [other_id, other_storage] : s.shared_of) {
-                if (other_storage != storage) continue;
-                s.records[other_id].stored_bytes = r.stored_bytes;
-                s.live.stored_bytes += r.stored_bytes;
+        } else if (ref.carried > 0) {
+            for (auto& [other_id, other] : s.shared_of) {
+                if (other.storage != ref.storage) continue;
+                other.carried = ref.carried;
+                s.records[other_id].stored_bytes += ref.carried;
+                s.live.stored_bytes += ref.carried;
                 break;
             }
         }

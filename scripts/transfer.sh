@@ -13,7 +13,8 @@
 # fine-tunes; default STEPS), RATIOS (the fine-tunes' r values, default "0 0.9 0.97"), FREEZE_BN (1: --freeze-bn,
 # CNNs; the reference CNN's mode), RAZOR_BN (dense | f16 | int8 | razored: train-mode BN inputs, see docs/back-razor.md),
 # RAZOR_ATTN (int8 | razored | fp32: attention's Q, K, V, P; int8 by default), RAZOR_HEAD (dense | razored: the
-# classifier's input; dense by default), VALUES (fp32 | fp16 | int8), RAZOR (the razor binary). Re-running skips a finished stage; a stopped stage resumes.
+# classifier's input; dense by default), RAZOR_AFTER_BN (razored | derived: a conv input that is relu(BN(x)) of an
+# int8-kept BN input; the CLI's default when unset), VALUES (fp32 | fp16 | int8), RAZOR (the razor binary). Re-running skips a finished stage; a stopped stage resumes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,6 +33,7 @@ FREEZE_BN=${FREEZE_BN:-0}
 RAZOR_BN=${RAZOR_BN:-int8}
 RAZOR_ATTN=${RAZOR_ATTN:-int8}
 RAZOR_HEAD=${RAZOR_HEAD:-dense}
+RAZOR_AFTER_BN=${RAZOR_AFTER_BN:-}
 VALUES=${VALUES:-fp32}
 RAZOR=${RAZOR:-./build/razor}
 ANIMALS=bird,cat,deer,dog,frog,horse
@@ -46,6 +48,7 @@ else
 fi
 COMMON=(--data "$DATA" --threads "$THREADS" --seed "$SEED" --batch 128)
 FT_FLAGS=()
+[ -n "$RAZOR_AFTER_BN" ] && FT_FLAGS+=(--razor-after-bn "$RAZOR_AFTER_BN")
 [ "$FREEZE_BN" = 1 ] && FT_FLAGS+=(--freeze-bn)
 
 # run STAGE_FOLDER COMMAND FLAGS...: skip when finished, resume when stopped, else start.

@@ -59,4 +59,49 @@ Tensor ChannelInt8Tensor::unpack() const {
     return t;
 }
 
+std::vector<float> ChannelAffineReluTensor::fold(const ChannelInt8Tensor& x, const float* scale, const float* shift) {
+    const int64_t C = x.channels();
+    const float* qp = x.qparams();
+    std::vector<float> affine(static_cast<size_t>(2 * C));
+    for (int64_t c = 0; c < C; ++c) {
+        const float lo = qp[2 * c], step = qp[2 * c + 1];
+        affine[2 * c] = lo * scale[c] + shift[c];   // a_c
+        affine[2 * c + 1] = step * scale[c];        // b_c
+    }
+    return affine;
+}
+
+ChannelAffineReluTensor::ChannelAffineReluTensor(const ChannelInt8Tensor& x, const float* scale, const float* shift)
+    : ChannelAffineReluTensor(x.shape(), x.storage_handle(), fold(x, scale, shift)) {}
+
+ChannelAffineReluTensor::ChannelAffineReluTensor(Shape shape, std::shared_ptr<Storage> codes, std::vector<float> affine)
+    : SavedTensor(std::move(shape), DType::F32), codes_(std::move(codes)), affine_(std::move(affine)) {
+    const Shape& sh = this->shape();
+    RAZOR_CHECK(sh.size() >= 2) << "ChannelAffineReluTensor: expected (N, C, ...), got " << shape_str(sh);
+    N_ = sh[0], C_ = sh[1];
+    S_ = N_ > 0 && C_ > 0 ? shape_numel(sh) / (N_ * C_) : 0;
+    RAZOR_CHECK(static_cast<int64_t>(affine_.size()) == 2 * C_)
+        << "ChannelAffineReluTensor: expected a (" << C_ << ", 2) map, got " << affine_.size() << " values";
+    RAZOR_CHECK(codes_ && static_cast<int64_t>(codes_->bytes) == 8 * C_ + N_ * C_ * S_)
+        << "ChannelAffineReluTensor: the codes buffer does not hold an " << shape_str(sh) << " channel+i8 tensor";
+}
+
+void ChannelAffineReluTensor::unpack_rows(int64_t first, int64_t count, float* dst) const {
+    const uint8_t* q = static_cast<const uint8_t*>(codes_->data) + 8 * C_ + first * C_ * S_;
+    for (int64_t r = 0; r < count * C_; ++r) {
+        const float a = affine_[2 * (r % C_)], b = affine_[2 * (r % C_) + 1];
+        const uint8_t* qr = q + r * S_;
+        float* out = dst + r * S_;
+        for (int64_t s = 0; s < S_; ++s) out[s] = std::max(a + b * static_cast<float>(qr[s]), 0.f);
+    }
+}
+
+Tensor ChannelAffineReluTensor::unpack() const {
+    Tensor t = Tensor::empty(shape());
+    float* dst = t.numel() > 0 ? t.f32() : nullptr;
+#pragma omp parallel for schedule(static) if (N_ * C_ * S_ > kParallelWork)
+    for (int64_t n = 0; n < N_; ++n) unpack_rows(n, 1, dst + n * C_ * S_);
+    return t;
+}
+
 }  // namespace razor::sparse

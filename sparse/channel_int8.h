@@ -38,6 +38,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/saved.h"
 
@@ -56,6 +57,9 @@ public:
     std::optional<ChannelCodes> channel_codes() const override { return ChannelCodes{qparams(), codes()}; }
 
     int64_t channels() const { return C_; }
+    int64_t samples() const { return N_; }
+    int64_t inner() const { return S_; }   // S: values per (sample, channel)
+    const std::shared_ptr<Storage>& storage_handle() const { return storage_; }
     const float* qparams() const { return static_cast<const float*>(storage_->data); }   // (C, 2)
     const uint8_t* codes() const { return static_cast<const uint8_t*>(storage_->data) + 8 * C_; }   // (n)
 
@@ -64,6 +68,41 @@ private:
         : SavedTensor(std::move(shape), DType::F32), N_(N), C_(C), S_(S), storage_(std::move(storage)) {}
     int64_t N_, C_, S_;
     std::shared_ptr<Storage> storage_;
+};
+
+// relu(x~ scale_c + shift_c) of a ChannelInt8Tensor's x~, without a copy: a conv's saved input y = relu(BN(x)) kept
+// as a function of the BatchNorm's own saved codes (RazorConfig::derive_after_batch_norm, a razor extension). In a
+// ResNet block the second conv reads relu(bn1(conv1(.))); its weight gradient needs y at every element, and the tape
+// already holds bn1's x as codes. So y costs 8 C bytes (the folded map below) instead of a pruned copy, and is dense:
+//     y~ = relu(x~ A_c + B_c) = relu(a_c + b_c code),  a_c = lo_c A_c + B_c,  b_c = step_c A_c
+// with A_c = w_c rstd_c, B_c = bias_c - mean_c A_c the forward's own map (core/ops/batch_norm.cpp). relu is
+// 1-Lipschitz, so |y~ - y| <= |A_c| step_c / 2 = |w_c| (max_c - min_c) rstd_c / 510 at every element, about 0.017 |w_c|
+// for a Gaussian channel (the x_hat bound above, times |w_c|); the conv's weight gradient gW = sum g (x) y~ is off by
+// at most that times sum |g| per tap. A pruned copy at r = 0.9 instead sets 90 % of y to 0.
+// Layout: the codes are the BatchNorm's (shared_storage(): the tape counts them once); this form owns (C, 2) floats
+// (a_c, b_c), its stored_bytes() beside them. unpack_rows expands one sample at a time (conv2d's per-image gW).
+class ChannelAffineReluTensor final : public SavedTensor {
+public:
+    // x: the BatchNorm's stored input; scale, shift (C): the forward's A_c, B_c.
+    ChannelAffineReluTensor(const ChannelInt8Tensor& x, const float* scale, const float* shift);
+    // The same from x's parts: its buffer and the folded (C, 2) map of fold() (a policy keeps these between the
+    // BatchNorm's save and the conv's).
+    ChannelAffineReluTensor(Shape shape, std::shared_ptr<Storage> codes, std::vector<float> affine);
+    static std::vector<float> fold(const ChannelInt8Tensor& x, const float* scale, const float* shift);
+
+    Tensor unpack() const override;
+    int64_t stored_bytes() const override {
+        return static_cast<int64_t>(codes_->bytes + affine_.size() * sizeof(float));
+    }
+    std::string format() const override { return "relu(channel+i8)"; }
+    const Storage* shared_storage() const override { return codes_.get(); }
+    bool has_row_unpack() const override { return true; }
+    void unpack_rows(int64_t first, int64_t count, float* dst) const override;
+
+private:
+    int64_t N_, C_, S_;
+    std::shared_ptr<Storage> codes_;   // the ChannelInt8Tensor's buffer: (C, 2) qparams, then the (n) codes
+    std::vector<float> affine_;        // (C, 2): a_c, b_c
 };
 
 }  // namespace razor::sparse

@@ -74,6 +74,7 @@ std::string RazorSavePolicy::name() const {
                   tie_mode_name(config_.ties));
     std::string out = buf;
     if (config_.attention != AttentionSave::Razored) out += fmt(" attn=", attention_save_name(config_.attention));
+    if (config_.derive_after_batch_norm) out += " after-bn=derived";
     if (!config_.modules.empty()) out += fmt(" (+", config_.modules.size(), " module overrides)");
     return out;
 }
@@ -205,9 +206,36 @@ std::unique_ptr<SavedTensor> RazorSavePolicy::pack_dense_coded(const Tensor& t, 
     return packed;
 }
 
+void RazorSavePolicy::note_output(const Tensor& y, const ChannelAffineRelu& how) const {
+    if (!config_.derive_after_batch_norm) return;
+    const auto* x = dynamic_cast<const ChannelInt8Tensor*>(how.input);
+    if (!x || how.channels != x->channels() || y.shape() != x->shape()) return;
+    DerivedEntry e{y.storage(), y.offset(), y.shape(), y.strides(), y.version(), x->storage_handle(),
+                   ChannelAffineReluTensor::fold(*x, how.scale, how.shift)};
+    std::lock_guard lock(cache_mutex_);
+    std::erase_if(derived_, [](const DerivedEntry& d) { return d.source.expired() || d.codes.expired(); });
+    derived_.push_back(std::move(e));
+}
+
+std::unique_ptr<SavedTensor> RazorSavePolicy::derived(const Tensor& t) const {
+    std::lock_guard lock(cache_mutex_);
+    std::erase_if(derived_, [](const DerivedEntry& d) { return d.source.expired() || d.codes.expired(); });
+    for (const DerivedEntry& e : derived_) {
+        if (e.offset != t.offset() || e.version != t.version() || e.shape != t.shape() || e.strides != t.strides() ||
+            e.source.lock() != t.storage())
+            continue;
+        if (std::shared_ptr<Storage> codes = e.codes.lock())
+            return std::make_unique<ChannelAffineReluTensor>(t.shape(), std::move(codes), e.affine);
+    }
+    return nullptr;
+}
+
 std::unique_ptr<SavedTensor> RazorSavePolicy::pack(const Tensor& t, const SaveSite& site) const {
     Decision d = decide(site);
     if (d.form != Form::Dense && (t.dtype() != DType::F32 || t.numel() == 0)) d.form = Form::Dense;
+    // A conv or linear input the tape holds already, as a BatchNorm's codes (derive_after_batch_norm).
+    if (d.form == Form::Razored && site.role == SaveRole::WeightGradOperand && config_.derive_after_batch_norm)
+        if (std::unique_ptr<SavedTensor> y = derived(t)) return y;
     switch (d.form) {
         case Form::Razored: return pack_razored(t, d.options);
         case Form::DenseF16: return pack_dense_coded(t, ValueCodec::F16);

@@ -112,6 +112,10 @@ struct RazorConfig {
     BatchNormSave batch_norm = BatchNormSave::Dense;   // train-mode batch_norm inputs (see BatchNormSave)
     AttentionSave attention = AttentionSave::Razored;   // matmul operands and softmax outputs
     bool dedup = true;                           // share one copy between saves of the same tensor
+    // A conv/linear input that is relu(BatchNorm(x)) of a train-mode BN whose x the tape keeps as per-channel int8
+    // (batch_norm = ChannelI8): keep it as that function of the BN's codes (ChannelAffineReluTensor,
+    // sparse/channel_int8.h: dense, 8 C bytes) instead of a razored copy. A razor extension; false: the reference.
+    bool derive_after_batch_norm = false;
     std::map<std::string, RazorModuleConfig> modules = {};   // per module-path-prefix overrides
 };
 
@@ -123,6 +127,8 @@ public:
     // dense-f16, channel-i8, or the razored inputs' value codec (f32, f16, i8)
     std::string name() const override;
     std::unique_ptr<SavedTensor> pack(const Tensor& t, const SaveSite& site) const override;
+    // Remembers y = relu(x A + B) of a BN whose x is stored as per-channel int8 (derive_after_batch_norm only).
+    void note_output(const Tensor& y, const ChannelAffineRelu& how) const override;
 
     const RazorConfig& config() const { return config_; }
 
@@ -166,6 +172,18 @@ private:
                   const std::shared_ptr<const void>& payload) const;
     mutable std::mutex cache_mutex_;
     mutable std::vector<CacheEntry> cache_;
+
+    // Outputs noted by note_output, until their source storage or the BN's codes are gone (under cache_mutex_).
+    struct DerivedEntry {
+        std::weak_ptr<Storage> source;   // y's storage
+        int64_t offset;
+        Shape shape, strides;
+        uint64_t version;
+        std::weak_ptr<Storage> codes;    // the BN's ChannelInt8Tensor buffer
+        std::vector<float> affine;       // ChannelAffineReluTensor::fold
+    };
+    std::unique_ptr<SavedTensor> derived(const Tensor& t) const;   // null when t was not noted
+    mutable std::vector<DerivedEntry> derived_;
 };
 
 }  // namespace razor::sparse

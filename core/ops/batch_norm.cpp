@@ -40,7 +40,9 @@
 //                   gradient; x (BatchNormInput) and running_mean (reference) only when weight needs a gradient.
 //                   So a frozen BN in eval mode saves 0 bytes.
 //   with ReLU       plus the 1-bit mask of y > 0 (SaveRole::Mask, M*C/8 bytes), what relu saves (core/ops/relu.cpp),
-//                   whenever the node is recorded.
+//                   whenever the node is recorded. It also tells the policy that y = relu(x A_c + B_c) of the x it
+//                   saved (SavedContext::note_output, 0 bytes): Back Razor may keep the next conv's copy of y as
+//                   that function of x's per-channel int8 codes (sparse/channel_int8.h ChannelAffineReluTensor).
 // The running statistics are module buffers held by the model anyway; a training call after an eval forward
 // writes them in place, which makes that eval node's backward throw (version check) instead of using new values.
 #include "core/ops/batch_norm.h"
@@ -431,6 +433,9 @@ Tensor batch_norm_impl(const char* op, const Tensor& x_in, const Tensor& weight,
         node = record_node(y);
     }
     if (node && relu) node->ctx.save_mask("mask", std::move(mask), y.shape());
+    // y = relu(x A_c + B_c) of the x just saved: a policy may keep the next conv's copy of y as that function of
+    // x's stored form (SavePolicy::note_output).
+    if (node && relu && node->ctx.has("x")) node->ctx.note_output(y, "x", A, B);
     return y;
 }
 

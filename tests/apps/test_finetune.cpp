@@ -228,13 +228,39 @@ TEST_CASE("--razor-head: the classifier head's input is kept dense by default, r
         CHECK(head({.ratio = 0}, name) == "dense");
         CHECK(kept.head.empty());
     }
-    // Only the two ends change: resnet20's other 18 convs keep razored inputs.
+    // Only the two ends change: resnet20's other 18 convs keep razored inputs (the reference's form for all of them).
     int razored_convs = 0;
-    for (const auto& [op, format] : saved_layer_inputs("resnet20", {.ratio = 0.9}, &kept))
+    for (const auto& [op, format] : saved_layer_inputs("resnet20", {.ratio = 0.9, .after_bn = "razored"}, &kept))
         razored_convs += op == "conv2d" && razored(format);
     CHECK(razored_convs == 18);
     CHECK_THROWS_WITH_AS(apps::razor_policy_from_flags("razor train", {.ratio = 0.9, .head = "sparse"}),
                          doctest::Contains("--razor-head must be one of dense | razored; got 'sparse'"), Error);
+}
+
+TEST_CASE("--razor-after-bn: a block's second conv reads relu(bn1(.)) from bn1's int8 codes by default") {
+    // Counts of each conv input form: (derived from BN codes, razored) per model and flags.
+    apps::DenseLayers kept;
+    const auto forms = [&](const std::string& name, const apps::RazorFlags& flags) {
+        std::pair<int, int> n{0, 0};
+        for (const auto& [op, format] : saved_layer_inputs(name, flags, &kept)) {
+            n.first += format == "relu(channel+i8)";
+            n.second += razored(format);
+        }
+        return n;
+    };
+    // resnet20: 9 basic blocks, each conv2 reads relu(bn1(conv1(.))); the first block's conv1 reads the stem's
+    // relu(bn1(.)); the other conv1s read a block's output, a residual sum (the stem conv's input is the image).
+    CHECK(forms("resnet20", {.ratio = 0.9}) == std::pair{10, 8});
+    // resnet18: 8 blocks; the conv1s and the 3 downsample convs read a block's input (the first a max pool's output).
+    CHECK(forms("resnet18", {.ratio = 0.9}) == std::pair{8, 11});
+    CHECK(forms("resnet20", {.ratio = 0.9, .after_bn = "razored"}) == std::pair{0, 18});
+    CHECK(forms("resnet20", {.ratio = 0.9, .bn = "dense"}) == std::pair{0, 18});   // no codes to derive from
+    CHECK(forms("vit_tiny", {.ratio = 0.9}).first == 0);                              // no BatchNorm
+    const auto policy = apps::razor_policy_from_flags("test", {.ratio = 0.9});
+    CHECK(policy->name().find("after-bn=derived") != std::string::npos);
+    CHECK_FALSE(sparse::RazorConfig{}.derive_after_batch_norm);   // the library keeps the reference's
+    CHECK_THROWS_WITH_AS(apps::razor_policy_from_flags("razor train", {.ratio = 0.9, .after_bn = "dense"}),
+                         doctest::Contains("--razor-after-bn must be one of derived | razored; got 'dense'"), Error);
 }
 
 TEST_CASE("razor bench --razor: the dense bench's JSON fields, with the razor tape") {
