@@ -11,7 +11,9 @@
 // never by op or item name -- and the module path (overrides below):
 //
 //   role               saved by                    stored as
-//   WeightGradOperand  conv2d x, linear x          razored (bitmap + `values`)          gW approximate; gx, gb exact
+//   WeightGradOperand  conv2d x, linear x          razored (bitmap + `values`)          gW approximate; gx, gb exact;
+//                                                  derive_after_batch_norm: an x that is relu(BN(.)) of a BN input
+//                                                  kept as channel int8 is derived from those codes (note_output)
 //   InputGradOperand   matmul a, b; softmax y      per `attention`: razored (bitmap + `values`; input gradients
 //                                                  approximate), dense int8, or dense
 //   BatchNormInput     batch_norm(_relu) x         per `batch_norm`: dense (the default), dense fp16, dense int8
